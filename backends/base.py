@@ -1,0 +1,70 @@
+"""The Backend protocol: what evaluation needs from Triton, CuTe DSL or any later backend.
+
+Evaluation code talks to this protocol only, so a new backend slots in by
+implementing it and registering in ``kgen.backends.registry``.
+"""
+
+from __future__ import annotations
+
+import types
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from kgen.backends.targets import HardwareTarget
+
+
+class KernelLaunch(BaseModel):
+    """One launch of a backend kernel, as seen by the launch recorder."""
+
+    kernel: str
+    grid: list[int] = Field(default_factory=list)
+    #: argument name -> backend type string (e.g. Triton's "*bf16", "i32") for runtime args
+    signature: dict[str, str] = Field(default_factory=dict)
+    #: argument name -> value for compile-time constants (constexprs)
+    constants: dict[str, Any] = Field(default_factory=dict)
+    #: compile options the launch asked for (num_warps, num_stages, ...)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class KernelReport(BaseModel):
+    """A kernel compiled for one hardware target: the resources it needs, or why it failed."""
+
+    kernel: str
+    target: str
+    ok: bool
+    registers: int | None = None
+    spills: int | None = None
+    shared_bytes: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+    error: str | None = None
+
+
+@runtime_checkable
+class LaunchLog(Protocol):
+    launches: list[KernelLaunch]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What evaluation asks of a kernel backend."""
+
+    name: str
+
+    def prepare_process(self, device: str) -> None:
+        """Set up the process before the backend is imported (e.g. the CPU interpreter)."""
+
+    def load_candidate(self, path: Path) -> types.ModuleType:
+        """Import a candidate module from its file (kernels need their source on disk)."""
+
+    def record_launches(self) -> AbstractContextManager[LaunchLog]:
+        """Count and describe every kernel launch made inside the context."""
+
+    def cross_compile(
+        self, module: types.ModuleType, launches: list[KernelLaunch], target: HardwareTarget
+    ) -> list[KernelReport]:
+        """Compile each launched kernel for a target that need not be present."""

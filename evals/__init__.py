@@ -1,0 +1,1 @@
+"""Evaluation: problem format and catalog, verifier, sandboxed execution, results."""

@@ -1,0 +1,237 @@
+"""Problem files in KernelBench format, with kgen's optional metadata.
+
+A problem is a Python file defining ``class Model(nn.Module)``, ``get_inputs()``,
+``get_init_inputs()`` and module-level size constants (``batch_size = 16``).
+kgen's own problems may also define module-level ``KGEN_*`` names that
+KernelBench ignores:
+
+``KGEN_NAME``                 catalog name (default: the file's stem)
+``KGEN_ALIASES``              other names a person might type
+``KGEN_DESCRIPTION``          one line
+``KGEN_KIND``                 "forward" or "backward"
+``KGEN_SMALL_SIZES``          size constants for CPU runs (the Triton interpreter is slow)
+``KGEN_EXTRA_SIZES``          further size sets the verifier should try (odd sizes, ...)
+``KGEN_INPUT_DISTRIBUTIONS``  input distributions beyond the defaults, e.g. "zipf_ids"
+``kgen_bytes()``, ``kgen_flops()``  the fewest bytes moved / FLOPs done at the
+                              module's current sizes (used for speed-of-light)
+
+Size constants are rebound by rewriting their assignments in the source before
+executing it, so constants derived from them (``N = B * S``) follow along.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import operator
+import sys
+import types
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+_METADATA_PREFIX = "KGEN_"
+#: Largest value a size constant keeps when a KernelBench file without
+#: ``KGEN_SMALL_SIZES`` is scaled down for the CPU interpreter.
+CPU_SIZE_CAP = 128
+
+_INT_OPS: dict[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+    ast.LShift: operator.lshift,
+}
+
+
+class ProblemError(Exception):
+    """A problem file that cannot be read or does not follow the format."""
+
+
+class ProblemInfo(BaseModel):
+    """What a problem file declares, read without executing it."""
+
+    name: str
+    path: Path
+    aliases: list[str] = Field(default_factory=list)
+    description: str = ""
+    kind: str = "forward"
+    sizes: dict[str, int] = Field(default_factory=dict)
+    small_sizes: dict[str, int] | None = None
+    extra_sizes: list[dict[str, int]] = Field(default_factory=list)
+    input_distributions: list[str] = Field(default_factory=list)
+    has_kgen_metadata: bool = False
+
+    def cpu_sizes(self) -> dict[str, int]:
+        """Sizes small enough for the Triton interpreter.
+
+        KernelBench files carry no small set, so each size constant above
+        ``CPU_SIZE_CAP`` is halved until it fits: halving keeps the
+        power-of-two relations such files rely on (channels divisible by
+        groups, and so on).
+        """
+        if self.small_sizes is not None:
+            return {**self.sizes, **self.small_sizes}
+        scaled = {}
+        for key, value in self.sizes.items():
+            while value > CPU_SIZE_CAP:
+                value //= 2
+            scaled[key] = value
+        return scaled
+
+
+class LoadedProblem:
+    """A problem file executed at one set of sizes."""
+
+    def __init__(self, info: ProblemInfo, module: types.ModuleType, sizes: dict[str, int]):
+        self.info = info
+        self.module = module
+        self.sizes = sizes
+
+    @property
+    def model_class(self) -> type:
+        return self.module.Model
+
+    def get_inputs(self) -> list[Any]:
+        return list(self.module.get_inputs())
+
+    def get_init_inputs(self) -> list[Any]:
+        return list(self.module.get_init_inputs())
+
+    def bytes_moved(self) -> int | None:
+        fn = getattr(self.module, "kgen_bytes", None)
+        return int(fn()) if callable(fn) else None
+
+    def flops(self) -> int | None:
+        fn = getattr(self.module, "kgen_flops", None)
+        return int(fn()) if callable(fn) else None
+
+
+def _parse(path: Path) -> ast.Module:
+    try:
+        source = path.read_text()
+    except OSError as exc:
+        raise ProblemError(f"cannot read problem file {path}: {exc.strerror}") from exc
+    try:
+        return ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ProblemError(f"problem file {path} has a syntax error on line {exc.lineno}: {exc.msg}") from exc
+
+
+def _int_value(node: ast.expr, known: Mapping[str, int]) -> int | None:
+    """Value of an integer constant expression, or None if it is not one."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name) and node.id in known:
+        return known[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+        left, right = _int_value(node.left, known), _int_value(node.right, known)
+        if left is None or right is None:
+            return None
+        try:
+            return _INT_OPS[type(node.op)](left, right)
+        except (ZeroDivisionError, OverflowError, ValueError):
+            return None
+    return None
+
+
+def _single_target(node: ast.stmt) -> tuple[str, ast.expr] | None:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id, node.value
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        return node.target.id, node.value
+    return None
+
+
+def size_constants(tree: ast.Module) -> dict[str, int]:
+    """Module-level integer constants: the sizes a problem can be rebound at."""
+    sizes: dict[str, int] = {}
+    for node in tree.body:
+        assigned = _single_target(node)
+        if assigned is None or assigned[0].startswith(_METADATA_PREFIX):
+            continue
+        value = _int_value(assigned[1], sizes)
+        if value is not None and not isinstance(value, bool):
+            sizes[assigned[0]] = value
+    return sizes
+
+
+def _metadata(tree: ast.Module, path: Path) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for node in tree.body:
+        assigned = _single_target(node)
+        if assigned is None or not assigned[0].startswith(_METADATA_PREFIX):
+            continue
+        try:
+            found[assigned[0]] = ast.literal_eval(assigned[1])
+        except ValueError as exc:
+            raise ProblemError(f"{path}: {assigned[0]} must be a literal ({exc})") from exc
+    return found
+
+
+def read_problem(path: str | Path) -> ProblemInfo:
+    """Read a problem's declarations without running it (listing stays fast)."""
+    path = Path(path)
+    tree = _parse(path)
+    defined = {
+        n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))
+    }
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in defined]
+    if missing:
+        raise ProblemError(f"{path} is not a KernelBench-format problem: missing {', '.join(missing)}")
+    meta = _metadata(tree, path)
+    return ProblemInfo(
+        name=meta.get("KGEN_NAME", path.stem),
+        path=path.resolve(),
+        aliases=list(meta.get("KGEN_ALIASES", [])),
+        description=meta.get("KGEN_DESCRIPTION", ""),
+        kind=meta.get("KGEN_KIND", "forward"),
+        sizes=size_constants(tree),
+        small_sizes=meta.get("KGEN_SMALL_SIZES"),
+        extra_sizes=list(meta.get("KGEN_EXTRA_SIZES", [])),
+        input_distributions=list(meta.get("KGEN_INPUT_DISTRIBUTIONS", [])),
+        has_kgen_metadata=bool(meta),
+    )
+
+
+class _RebindSizes(ast.NodeTransformer):
+    def __init__(self, sizes: Mapping[str, int]):
+        self.sizes = sizes
+        self.rebound: set[str] = set()
+
+    def visit_Module(self, node: ast.Module) -> ast.Module:
+        for stmt in node.body:
+            assigned = _single_target(stmt)
+            if assigned is not None and assigned[0] in self.sizes:
+                stmt.value = ast.copy_location(ast.Constant(self.sizes[assigned[0]]), stmt.value)
+                self.rebound.add(assigned[0])
+        return node
+
+
+def load_problem(path: str | Path, sizes: Mapping[str, int] | None = None) -> LoadedProblem:
+    """Execute a problem file, with some of its size constants rebound."""
+    info = read_problem(path)
+    sizes = dict(sizes or {})
+    unknown = sorted(set(sizes) - set(info.sizes))
+    if unknown:
+        raise ProblemError(
+            f"{info.name} has no size constant {', '.join(unknown)} "
+            f"(it has: {', '.join(info.sizes) or 'none'})"
+        )
+    tree = _parse(info.path)
+    _RebindSizes(sizes).visit(tree)
+    digest = hashlib.sha1(repr(sorted(sizes.items())).encode()).hexdigest()[:8]
+    module_name = f"kgen_problem_{info.path.stem}_{digest}".replace("-", "_")
+    module = types.ModuleType(module_name)
+    module.__file__ = str(info.path)
+    sys.modules[module_name] = module
+    try:
+        exec(compile(tree, str(info.path), "exec"), module.__dict__)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ProblemError(f"problem {info.name} failed to load: {type(exc).__name__}: {exc}") from exc
+    effective = size_constants(ast.parse(ast.unparse(tree)))
+    return LoadedProblem(info, module, effective)
