@@ -1,0 +1,167 @@
+"""A box for untrusted candidate code: a child process that can only cost itself.
+
+The child gets a hard wall-clock timeout (its whole process group is killed),
+an environment built from an allow-list with anything that looks like a
+credential removed, a fresh temporary working directory as its HOME and
+TMPDIR, resource limits (no core dumps, bounded file size, bounded address
+space on CPU runs) and, where the OS allows an unprivileged or root
+``unshare -n``, a network namespace with no interfaces at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel
+
+#: Environment variables a candidate may see (prefixes end in "_").
+ENV_ALLOW = (
+    "PATH", "LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS", "LC_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "PYTORCH_", "CUTE_", "KGEN_",
+)
+#: Names that look like credentials are dropped even when allowed above.
+SECRET_PATTERN = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+
+
+class SandboxLimits(BaseModel):
+    timeout_s: float = 300.0
+    #: bytes kept from each of stdout and stderr (the rest is read from disk, never held)
+    output_tail_bytes: int = 4000
+    #: the largest file the child may write (stdout and stderr are files too)
+    max_file_bytes: int = 64 * 1024 * 1024
+    #: address-space cap; None where CUDA's large virtual mappings make it unusable
+    max_address_space_bytes: int | None = None
+    isolate_network: bool = True
+
+
+class SandboxOutcome(BaseModel):
+    returncode: int | None
+    timed_out: bool
+    signal_name: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    stdout_bytes: int = 0
+    seconds: float
+    network_isolated: bool
+    workdir: str
+
+
+def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    base = os.environ if base is None else base
+    env = {}
+    for name, value in base.items():
+        allowed = any(name == a or (a.endswith("_") and name.startswith(a)) for a in ENV_ALLOW)
+        if allowed and not SECRET_PATTERN.search(name):
+            env[name] = value
+    return env
+
+
+@lru_cache(maxsize=1)
+def network_isolation_prefix() -> tuple[str, ...]:
+    """``unshare -n`` if it works here (it needs root or user namespaces), else nothing."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    try:
+        probe = subprocess.run([unshare, "-n", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return (unshare, "-n") if probe.returncode == 0 else ()
+
+
+def _limit_resources(limits: SandboxLimits) -> None:
+    """Runs in the child between fork and exec."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
+    if limits.max_address_space_bytes:
+        cap = limits.max_address_space_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def _tail(path: Path, limit: int) -> tuple[str, int]:
+    size = path.stat().st_size if path.exists() else 0
+    if size == 0:
+        return "", 0
+    with path.open("rb") as fh:
+        fh.seek(max(0, size - limit))
+        text = fh.read().decode("utf-8", errors="replace")
+    return (("…" + text) if size > limit else text), size
+
+
+def _signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def run_python_module(
+    module: str,
+    args: Sequence[str],
+    limits: SandboxLimits,
+    extra_env: Mapping[str, str] | None = None,
+    workdir: Path | None = None,
+) -> SandboxOutcome:
+    """Run ``python -m module args...`` in the box and wait for it (or kill it)."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="kgen-box-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = scrubbed_environment()
+    env.update({"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONUNBUFFERED": "1"})
+    env.update(extra_env or {})
+    prefix = network_isolation_prefix() if limits.isolate_network else ()
+    argv = [*prefix, sys.executable, "-m", module, *args]
+    stdout_path, stderr_path = workdir / "stdout.txt", workdir / "stderr.txt"
+    start = time.monotonic()
+    timed_out = False
+    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,  # its own process group: a timeout kills its children too
+            preexec_fn=lambda: _limit_resources(limits),
+        )
+        try:
+            proc.wait(timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+    _kill_group(proc)  # children left behind by a child that exited
+    stdout_tail, stdout_bytes = _tail(stdout_path, limits.output_tail_bytes)
+    stderr_tail, _ = _tail(stderr_path, limits.output_tail_bytes)
+    return SandboxOutcome(
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        signal_name=None if timed_out else _signal_name(proc.returncode),
+        stdout_tail=stdout_tail,
+        stderr_tail=stderr_tail,
+        stdout_bytes=stdout_bytes,
+        seconds=time.monotonic() - start,
+        network_isolated=bool(prefix),
+        workdir=str(workdir),
+    )
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()

@@ -1,0 +1,181 @@
+"""The `kgen` command line.
+
+Exit codes: 0 success / candidate passed, 1 candidate rejected, 2 bad usage
+(unknown problem or target, missing file, invalid option). Errors are one
+line on stderr, never a traceback. Heavy modules are imported inside the
+commands so `kgen --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    name="kgen",
+    help=(
+        "Generate, verify and measure GPU kernels.\n\n"
+        "kgen's 'correct' means verified against an fp64 reference on fresh inputs in a sandbox; "
+        "its 'fast' means measured on the GPU. Start with `kgen problems list`, then "
+        "`kgen eval PROBLEM CANDIDATE.py`."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+problems_app = typer.Typer(help="The problem catalog (KernelBench format).", no_args_is_help=True)
+app.add_typer(problems_app, name="problems")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail_usage(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@problems_app.command("list")
+def problems_list() -> None:
+    """List the catalog's problems with their default sizes."""
+    from kgen.evals.catalog import catalog
+
+    table = Table(title="kgen problem catalog", title_justify="left")
+    for column in ("name", "kind", "description", "default sizes"):
+        table.add_column(column, overflow="fold")
+    infos = catalog()
+    for info in infos:
+        sizes = ", ".join(f"{k}={v}" for k, v in info.sizes.items())
+        table.add_row(info.name, info.kind, info.description, sizes)
+    console.print(table)
+    console.print(f"{len(infos)} problems. Details: kgen problems show NAME")
+
+
+@problems_app.command("show")
+def problems_show(
+    name: Annotated[str, typer.Argument(help="Catalog name, alias, or path of a problem file.")],
+    source: Annotated[bool, typer.Option("--source/--no-source", help="Print the problem's source.")] = True,
+) -> None:
+    """Show one problem: metadata, size sets, byte/FLOP model and source."""
+    from rich.syntax import Syntax
+
+    from kgen.evals.catalog import UnknownProblemError, resolve_problem
+    from kgen.evals.problem import ProblemError
+
+    try:
+        info = resolve_problem(name)
+    except (UnknownProblemError, ProblemError) as exc:
+        fail_usage(str(exc.args[0] if exc.args else exc))
+    rows = [
+        ("name", info.name),
+        ("path", str(info.path)),
+        ("kind", info.kind),
+        ("description", info.description or "-"),
+        ("aliases", ", ".join(info.aliases) or "-"),
+        ("default sizes", _sizes(info.sizes)),
+        ("CPU sizes", _sizes(info.cpu_sizes()) + ("" if info.small_sizes else " (scaled down)")),
+        ("extra sizes", "; ".join(_sizes(s) for s in info.extra_sizes) or "-"),
+        ("input distributions", ", ".join(info.input_distributions) or "default"),
+        ("kgen metadata", "yes" if info.has_kgen_metadata else "no (plain KernelBench file)"),
+    ]
+    table = Table(show_header=False, box=None)
+    for key, value in rows:
+        table.add_row(f"[bold]{key}[/]", value)
+    console.print(table)
+    if source:
+        console.print(Syntax(info.path.read_text(), "python", line_numbers=False))
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "-"
+
+
+@app.command("targets")
+def targets() -> None:
+    """List the hardware targets kgen knows, with their ceilings and compiler targets."""
+    from kgen.backends.targets import all_targets
+
+    table = Table(title="kgen hardware targets", title_justify="left")
+    for column in (
+        "name", "GPU", "compiler", "SMs/CUs", "HBM TB/s", "BF16 TFLOP/s", "FP8 TFLOP/s",
+        "smem/SM KB", "L2 MB", "aliases",
+    ):
+        table.add_column(column, overflow="fold")
+    for t in all_targets():
+        table.add_row(
+            t.name, t.display_name, t.compiler_target, str(t.sm_count), f"{t.memory_bandwidth_tbs:g}",
+            _num(t.bf16_tflops), _num(t.fp8_tflops), f"{t.shared_memory_per_sm_kb:g}",
+            f"{t.l2_mb:g}", ", ".join(t.aliases[:4]),
+        )
+    console.print(table)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+@app.command("eval")
+def eval_command(
+    problem: Annotated[str, typer.Argument(help="Catalog name or alias, or a KernelBench-format problem file.")],
+    candidate: Annotated[Path, typer.Argument(help="Python file defining ModelNew (KernelBench solution format).")],
+    device: Annotated[str, typer.Option(help="Where to run: auto (GPU if present), cpu (Triton interpreter), cuda.")] = "auto",
+    target: Annotated[
+        list[str] | None,
+        typer.Option("--target", "-t", help="Also cross-compile for this hardware target (repeatable): h100, mi300x, ..."),
+    ] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="Fixed seed (repeatable), to reproduce a failure. Default: fresh seeds.")] = None,
+    seeds: Annotated[int, typer.Option(help="How many fresh seeds to try.", min=1)] = 3,
+    timeout: Annotated[float, typer.Option(help="Hard time limit for the candidate's process, seconds.", min=1)] = 300.0,
+    backend: Annotated[str, typer.Option(help="Kernel backend of the candidate.")] = "triton",
+    json_output: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON instead of a table.")] = False,
+) -> None:
+    """Verify one candidate kernel against a problem's fp64 reference, in a sandbox.
+
+    Exit code 0: passed; 1: rejected (the reason says why); 2: bad usage.
+    """
+    from kgen.evals.harness import EvalOptions, UsageError, evaluate
+    from kgen.display import print_eval_result
+
+    if device not in ("auto", "cpu", "cuda"):
+        fail_usage(f"--device must be auto, cpu or cuda, not '{device}'")
+    options = EvalOptions(
+        device=device, backend=backend, targets=target or [], seeds=seed or None,
+        n_seeds=seeds, timeout_s=timeout,
+    )
+    try:
+        if not json_output:
+            err_console.print(f"[dim]evaluating {candidate} on {problem} …[/]")
+        result = evaluate(problem, candidate, options)
+    except UsageError as exc:
+        if json_output:
+            print(_usage_json(str(exc)))
+        fail_usage(str(exc))
+    if json_output:
+        print(result.model_dump_json(indent=2))
+    else:
+        print_eval_result(result, console)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def _usage_json(message: str) -> str:
+    import json
+
+    return json.dumps({"verdict": "bad_usage", "reason": message})
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

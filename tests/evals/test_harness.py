@@ -1,0 +1,81 @@
+"""`evaluate()` on good and bad candidates: each failure named, the harness survives."""
+
+from pathlib import Path
+
+import pytest
+
+from kgen.evals.harness import EvalOptions, UsageError, evaluate
+from kgen.evals.result import RejectionClass, Verdict
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+RELU = FIXTURES / "problems" / "relu_kernelbench.py"
+CANDIDATES = FIXTURES / "candidates"
+CPU = EvalOptions(device="cpu", n_seeds=2, timeout_s=120)
+
+
+def test_plain_kernelbench_problem_and_solution_pass():
+    result = evaluate(RELU, CANDIDATES / "relu_kernelbench_solution.py", CPU)
+    assert result.verdict is Verdict.PASSED, result.reason
+    assert [s.name for s in result.stages] == ["load", "correctness"]
+    assert len(result.trials) == 2
+    assert result.trials[0].sizes == {"batch_size": 128, "dim": 96}  # scaled down for the CPU
+    assert all(t.launches == 1 for t in result.trials)
+    assert result.trials[0].seed != result.trials[1].seed
+
+
+@pytest.mark.parametrize(
+    ("candidate", "rejection", "words"),
+    [
+        ("syntax_error.py", RejectionClass.LOAD_ERROR, "syntax error in syntax_error.py line 4"),
+        ("no_model_new.py", RejectionClass.NO_MODEL_NEW, "defines no class ModelNew"),
+        ("relu_bad_init.py", RejectionClass.CONSTRUCTION_ERROR, "TypeError"),
+        ("relu_wrong_shape.py", RejectionClass.WRONG_OUTPUT_STRUCTURE, "has shape (12288,), expected (128, 96)"),
+        ("relu_raises_in_kernel.py", RejectionClass.RUNTIME_ERROR, "forward raised"),
+        ("relu_torch_only.py", RejectionClass.NO_KERNEL_LAUNCH, "launched no triton kernel"),
+        ("relu_wrong_math.py", RejectionClass.MISMATCH, "differs from the fp64 reference"),
+        ("relu_partial_write.py", RejectionClass.MISMATCH, "of elements outside tolerance"),
+        ("relu_segfault.py", RejectionClass.CRASH, "died by SIGSEGV during correctness"),
+    ],
+)
+def test_bad_candidate_is_rejected_with_its_class(candidate, rejection, words):
+    result = evaluate(RELU, CANDIDATES / candidate, CPU)
+    assert result.verdict is Verdict.REJECTED
+    assert result.rejection is rejection, result.reason
+    assert words in result.reason
+    assert "\n" not in result.reason
+    assert result.stages[-1].status.value == "failed"
+
+
+def test_hanging_candidate_is_killed_at_the_timeout():
+    options = EvalOptions(device="cpu", n_seeds=1, timeout_s=15)
+    result = evaluate(RELU, CANDIDATES / "relu_hangs.py", options)
+    assert result.rejection is RejectionClass.TIMEOUT
+    assert "killed after the 15 s time limit during correctness" in result.reason
+    assert result.seconds < 60
+
+
+def test_fixed_seeds_are_used_as_given():
+    options = EvalOptions(device="cpu", seeds=[11, 12], timeout_s=120)
+    result = evaluate(RELU, CANDIDATES / "relu_kernelbench_solution.py", options)
+    assert [t.seed for t in result.trials] == [11, 12]
+
+
+@pytest.mark.parametrize(
+    ("problem", "candidate", "words"),
+    [
+        ("relu_kernelbench", "missing.py", "candidate file not found: missing.py"),
+        ("no_such_problem", "relu_kernelbench_solution.py", "unknown problem 'no_such_problem'"),
+        ("rmsnorm bwd typo xx", "relu_kernelbench_solution.py", "did you mean"),
+        ("/nonexistent/problem.py", "relu_kernelbench_solution.py", "problem file not found"),
+    ],
+)
+def test_bad_usage_raises_before_running(problem, candidate, words):
+    problem_arg = RELU if problem == "relu_kernelbench" else problem
+    with pytest.raises(UsageError, match=words):
+        evaluate(problem_arg, CANDIDATES / candidate if candidate != "missing.py" else candidate, CPU)
+
+
+def test_unknown_target_is_bad_usage():
+    options = EvalOptions(device="cpu", targets=["h900x"])
+    with pytest.raises(UsageError, match="h900x"):
+        evaluate(RELU, CANDIDATES / "relu_kernelbench_solution.py", options)

@@ -1,0 +1,48 @@
+"""The built wheel carries every package under the kgen namespace, and no generic top-level names."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {"kgen": "kgen", "agent": "kgen/agent", "backends": "kgen/backends",
+           "knowledge_base": "kgen/knowledge_base", "prompts": "kgen/prompts", "evals": "kgen/evals"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        check=True, capture_output=True, timeout=600,
+    )
+    (path,) = out.glob("kgen-*.whl")
+    return zipfile.ZipFile(path)
+
+
+@pytest.fixture(scope="module")
+def wheel_names(wheel) -> set[str]:
+    return set(wheel.namelist())
+
+
+def test_every_package_folder_is_in_the_wheel_under_kgen(wheel_names):
+    for folder, installed in FOLDERS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.relative_to(ROOT / folder).as_posix()
+            assert f"{installed}/{relative}" in wheel_names, f"{folder}/{relative} missing from the wheel"
+    assert not any(name.split("/")[0] in {"agent", "backends", "evals", "prompts", "tests"} for name in wheel_names)
+
+
+def test_wheel_carries_problems_and_seed_kernels(wheel_names):
+    for path in (ROOT / "evals" / "problems").glob("*.py"):
+        assert f"kgen/evals/problems/{path.name}" in wheel_names
+    for path in (ROOT / "knowledge_base" / "seed_kernels").rglob("*.py"):
+        assert f"kgen/knowledge_base/{path.relative_to(ROOT / 'knowledge_base').as_posix()}" in wheel_names
+
+
+def test_console_script_is_declared(wheel, wheel_names):
+    entry_points = next(n for n in wheel_names if n.endswith(".dist-info/entry_points.txt"))
+    assert "kgen = kgen.cli:main" in wheel.read(entry_points).decode()
