@@ -1,0 +1,50 @@
+"""GELU forward, tanh approximation (GPT-2's "gelu_new"), elementwise.
+
+gelu(x) = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+
+The activation of a GPT-2-style MLP, on the [tokens, 4 * hidden] output of the
+up projection. Memory-bound; math in fp32, rounded once to bf16.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+TOKENS = 16384  # batch * sequence, e.g. 8 x 2048 tokens
+FFN_DIM = 8192  # 4 x hidden size 2048
+
+KGEN_NAME = "gelu"
+KGEN_ALIASES = ["gelu forward", "gelu tanh", "gelu_new", "approximate gelu", "gpt2 gelu"]
+KGEN_DESCRIPTION = "GELU forward (bf16), tanh approximation as in GPT-2, fp32 math inside"
+KGEN_KIND = "forward"
+KGEN_SMALL_SIZES = {"TOKENS": 37, "FFN_DIM": 100}
+KGEN_EXTRA_SIZES = [{"TOKENS": 1000, "FFN_DIM": 4095}, {"TOKENS": 4096, "FFN_DIM": 49152}]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        # fp32 arithmetic for bf16 inputs; fp64 stays fp64 for the reference.
+        acc = torch.promote_types(x.dtype, torch.float32)
+        return F.gelu(x.to(acc), approximate="tanh").to(x.dtype)
+
+
+def get_inputs():
+    x = 2.0 * torch.randn(TOKENS, FFN_DIM)  # pre-activations spread past the knee
+    return [x.to(torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+
+
+def kgen_bytes():
+    # read x, write out (bf16)
+    return 2 * TOKENS * FFN_DIM * 2
+
+
+def kgen_flops():
+    # cube, fma, scale, tanh (~4), add, two multiplies
+    return 10 * TOKENS * FFN_DIM
