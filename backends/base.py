@@ -28,6 +28,9 @@ class KernelLaunch(BaseModel):
     constants: dict[str, Any] = Field(default_factory=dict)
     #: compile options the launch asked for (num_warps, num_stages, ...)
     options: dict[str, Any] = Field(default_factory=dict)
+    #: argument name -> value facts the backend specializes on (Triton: "D" = pointer or int
+    #: divisible by 16, "1" = int equal to 1); cross-compiling needs them to build what the GPU builds
+    specialization: dict[str, str] = Field(default_factory=dict)
 
 
 class KernelReport(BaseModel):
@@ -61,8 +64,9 @@ class Backend(Protocol):
     def load_candidate(self, path: Path) -> types.ModuleType:
         """Import a candidate module from its file (kernels need their source on disk)."""
 
-    def record_launches(self) -> AbstractContextManager[LaunchLog]:
-        """Count and describe every kernel launch made inside the context."""
+    def record_launches(self, execute: bool = True) -> AbstractContextManager[LaunchLog]:
+        """Count and describe every kernel launch made inside the context; with
+        ``execute=False``, record the launches without running them."""
 
     def cross_compile(
         self, module: types.ModuleType, launches: list[KernelLaunch], target: HardwareTarget

@@ -1,0 +1,83 @@
+"""The Triton implementation of kgen's Backend protocol."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.backends.module_loading import load_module_from_file
+from kgen.backends.targets import HardwareTarget
+
+
+class TritonBackend:
+    """Triton kernels: run on a CUDA/ROCm GPU, or on CPU tensors through ``TRITON_INTERPRET=1``."""
+
+    name = "triton"
+
+    def prepare_process(self, device: str) -> None:
+        """Choose Triton's mode for this process; call it before anything imports triton.
+
+        ``device`` "cpu" sets ``TRITON_INTERPRET=1`` (kernels run in Triton's CPU
+        interpreter); "cuda" (or "cuda:N", "hip", "gpu") removes it. Triton reads
+        the variable when ``@triton.jit`` decorates a function, and decorates its
+        own library (``tl.sum``, ``tl.cdiv``, ...) when ``triton.language`` is
+        first imported, so setting it later is too late: if triton is already
+        imported in the other mode this raises ``RuntimeError``.
+        """
+        kind = device.split(":", 1)[0].strip().lower()
+        if kind == "cpu":
+            os.environ["TRITON_INTERPRET"] = "1"
+            want_interpret = True
+        elif kind in ("cuda", "hip", "gpu", "rocm"):
+            os.environ.pop("TRITON_INTERPRET", None)
+            want_interpret = False
+        else:
+            raise ValueError(f"unknown device {device!r} for the triton backend (expected 'cpu' or 'cuda')")
+        mode = _imported_mode()
+        if mode is not None and mode != want_interpret:
+            have = "the CPU interpreter" if mode else "GPU (JIT) mode"
+            raise RuntimeError(
+                f"triton was imported in {have} before prepare_process({device!r}); "
+                "call prepare_process before importing triton (or torch modules that import it)"
+            )
+
+    def load_candidate(self, path: Path) -> types.ModuleType:
+        return load_module_from_file(Path(path))
+
+    def record_launches(self, execute: bool = True) -> AbstractContextManager:
+        """Every Triton launch inside the block, as ``log.launches`` (see ``launches.py``);
+        with ``execute=False`` the launches are recorded but not run."""
+        from kgen.backends.triton.launches import record_launches
+
+        return record_launches(execute)
+
+    def cross_compile(
+        self, module: types.ModuleType, launches: list[KernelLaunch], target: HardwareTarget
+    ) -> list[KernelReport]:
+        """Compile each distinct launched kernel for ``target`` (see ``cross_compile.py``)."""
+        from kgen.backends.triton.cross_compile import cross_compile
+
+        return cross_compile(module, launches, target)
+
+    def cross_compile_many(
+        self, module: types.ModuleType, launches: list[KernelLaunch], targets: list[HardwareTarget]
+    ) -> dict[str, list[KernelReport]]:
+        """:meth:`cross_compile` for several targets in one go: target name -> reports."""
+        from kgen.backends.triton.cross_compile import cross_compile_many
+
+        return cross_compile_many(module, launches, targets)
+
+
+def _imported_mode() -> bool | None:
+    """Whether the already-imported triton.language was built for the interpreter (None: not imported)."""
+    standard = sys.modules.get("triton.language.standard")
+    if standard is None:
+        return None
+    fn = getattr(standard, "cdiv", None) or getattr(standard, "sum", None)
+    if fn is None:
+        return None
+    return type(fn).__name__ == "InterpretedFunction"
