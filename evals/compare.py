@@ -67,8 +67,9 @@ def compare_output(
     """Judge one output against the fp64 reference; ``ref_native`` (the reference run in
     the problem's own dtypes) is reported as evidence of how hard the tolerance is."""
     tol = tolerance_for(out.dtype)
-    got = out.detach().to("cpu", torch.float64)
-    ref = ref64.detach().to("cpu", torch.float64)
+    # Compared where the reference lives: on a GPU, moving full-size outputs to the host costs more than the check.
+    ref = ref64.detach().to(torch.float64)
+    got = out.detach().to(ref.device, torch.float64)
     ref_finite = torch.isfinite(ref)
     bad_nonfinite = ref_finite & ~torch.isfinite(got)
     # Where the reference itself is non-finite, the candidate must match it exactly.
@@ -87,7 +88,7 @@ def compare_output(
     )
     native_err = None
     if ref_native is not None and ref_native.dtype.is_floating_point:
-        native = ref_native.detach().to("cpu", torch.float64)
+        native = ref_native.detach().to(ref.device, torch.float64)
         native_err = _rel_l2(torch.where(ref_finite, native, torch.zeros_like(native)) - ref_f, ref_f)
     mismatched = elem_bad.sum().item() / max(elem_bad.numel(), 1)
     return OutputComparison(

@@ -12,20 +12,20 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 import kgen
+from kgen.config import triton_cache_dir
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
-from kgen.evals.child import ChildReport, ChildRequest
+from kgen.evals.child import STAGES, ChildReport, ChildRequest
 from kgen.evals.problem import ProblemError, ProblemInfo
 from kgen.evals.result import EvalResult, RejectionClass, StageResult, StageStatus, Verdict
 from kgen.evals.sandbox import SandboxLimits, SandboxOutcome, run_python_module
-
-#: Stages in the order the child runs them; a killed child was in the first one missing.
-STAGE_ORDER = ("load", "correctness", "compile")
+from kgen.evals.size_sets import verification_size_plan
 
 
 class UsageError(Exception):
@@ -40,6 +40,12 @@ class EvalOptions(BaseModel):
     seeds: list[int] | None = None
     n_seeds: int = Field(default=3, ge=1)
     timeout_s: float = Field(default=300.0, gt=0)
+    #: verify at the problem's small (CPU) size plan even on a GPU: quick checks, red-team runs
+    small_sizes: bool = False
+    #: run the input distributions beyond "normal" (precision probes, magnitudes, skewed ids)
+    distributions: bool = True
+    #: train a small model with the candidate's gradient (backward problems)
+    train_check: bool = False
     keep_workdir: bool = False
 
 
@@ -51,13 +57,6 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA GPU is visible to torch on this machine")
     return device
-
-
-def size_sets_for(info: ProblemInfo, device: str) -> list[dict[str, int]]:
-    """A GPU checks the default sizes and the problem's extra ones; the CPU interpreter the small set."""
-    if device == "cpu":
-        return [info.cpu_sizes()]
-    return [dict(info.sizes), *({**info.sizes, **extra} for extra in info.extra_sizes)]
 
 
 def _validate_targets(names: list[str]) -> list[str]:
@@ -88,8 +87,16 @@ def _resolve_problem(problem: str | Path) -> ProblemInfo:
         raise UsageError(str(exc.args[0] if exc.args else exc)) from exc
 
 
-def evaluate(problem: str | Path, candidate: str | Path, options: EvalOptions | None = None) -> EvalResult:
-    """Verify a candidate against a problem's reference in a sandboxed child process."""
+def evaluate(
+    problem: str | Path,
+    candidate: str | Path,
+    options: EvalOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> EvalResult:
+    """Verify a candidate against a problem's reference in a sandboxed child process.
+
+    ``progress`` hears one line once the inputs are validated and the child starts.
+    """
     options = options or EvalOptions()
     started = time.monotonic()
     info = _resolve_problem(problem)
@@ -103,7 +110,12 @@ def evaluate(problem: str | Path, candidate: str | Path, options: EvalOptions | 
 
     workdir = Path(tempfile.mkdtemp(prefix="kgen-eval-"))
     try:
-        boxed_candidate = workdir / candidate_path.name
+        size_device = "cpu" if options.small_sizes else device
+        plan = verification_size_plan(info, size_device)
+        # The candidate may write only inside box/; the request and the report live beside it.
+        box = workdir / "box"
+        box.mkdir()
+        boxed_candidate = box / candidate_path.name
         shutil.copyfile(candidate_path, boxed_candidate)
         request = ChildRequest(
             problem_path=str(info.path),
@@ -111,14 +123,31 @@ def evaluate(problem: str | Path, candidate: str | Path, options: EvalOptions | 
             backend=options.backend,
             device=device,
             seeds=seeds,
-            size_sets=size_sets_for(info, device),
+            size_sets=[size_set.sizes for size_set in plan],
+            generated_size_sets=[i for i, size_set in enumerate(plan) if size_set.generated],
+            probe_sizes=_probe_sizes(info, plan[0].sizes, size_device),
+            distributions=options.distributions,
             targets=targets,
+            compile_sizes=dict(info.sizes) if targets else None,
+            train_check=options.train_check,
+            workdir=str(box),
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
         request_path.write_text(request.model_dump_json())
+        if progress is not None:
+            progress(
+                f"verifying {candidate_path.name} on {info.name} ({device}, {len(seeds)} seed(s) x "
+                f"{len(request.size_sets)} size set(s){', targets ' + ', '.join(targets) if targets else ''})"
+            )
         limits = SandboxLimits(timeout_s=options.timeout_s)
+        cache = triton_cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
         outcome = run_python_module(
-            "kgen.evals.child", [str(request_path), str(report_path)], limits, workdir=workdir
+            "kgen.evals.child",
+            [str(request_path), str(report_path)],
+            limits,
+            extra_env={"TRITON_CACHE_DIR": str(cache)},
+            workdir=box,
         )
         report = _read_report(report_path)
     finally:
@@ -135,6 +164,7 @@ def evaluate(problem: str | Path, candidate: str | Path, options: EvalOptions | 
         stages=report.stages,
         trials=report.trials,
         kernels=report.kernels,
+        train_check=report.train_check,
         kgen_version=kgen.__version__,
     )
     _apply_outcome(result, report, outcome, options.timeout_s)
@@ -142,16 +172,39 @@ def evaluate(problem: str | Path, candidate: str | Path, options: EvalOptions | 
     return result
 
 
+def _probe_sizes(info: ProblemInfo, first: dict[str, int], device: str) -> dict[str, int] | None:
+    """On the CPU the small sizes are too short for a narrow accumulator to show:
+    the problem's probe sizes lengthen the reduction. A GPU runs the real sizes."""
+    if device != "cpu" or not info.probe_sizes:
+        return None
+    return {**first, **info.probe_sizes}
+
+
 def _read_report(path: Path) -> ChildReport:
+    """What the child wrote; a missing report means it died before writing one."""
     if not path.exists():
         return ChildReport()
     try:
         return ChildReport.model_validate_json(path.read_text())
-    except ValueError:
-        return ChildReport()
+    except ValueError as exc:
+        return ChildReport(reason=f"the verifier's report could not be read ({str(exc).splitlines()[0]})")
+
+
+#: A candidate has no reason to print; more than this on stdout/stderr is a rejection.
+OUTPUT_LIMIT_BYTES = 1 << 20
 
 
 def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutcome, timeout_s: float) -> None:
+    flooded = max(outcome.stdout_bytes, outcome.stderr_bytes) > OUTPUT_LIMIT_BYTES
+    if flooded or outcome.signal_name == "SIGXFSZ":
+        result.verdict = Verdict.REJECTED
+        result.rejection = RejectionClass.SANDBOX_VIOLATION
+        result.reason = (
+            f"printed {max(outcome.stdout_bytes, outcome.stderr_bytes) / 1e6:.1f} MB "
+            f"(limit {OUTPUT_LIMIT_BYTES / 1e6:.1f} MB): candidates must not flood the output"
+        )
+        result.stages.append(StageResult(name="sandbox", status=StageStatus.FAILED, message=result.reason))
+        return
     if report.finished and report.rejection is None and outcome.returncode == 0:
         result.reason = "verified against the fp64 reference"
         return
@@ -160,15 +213,22 @@ def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutc
         result.rejection, result.reason = report.rejection, report.reason
         return
     done = {s.name for s in report.stages}
-    stage = next((name for name in STAGE_ORDER if name not in done), STAGE_ORDER[-1])
+    # A killed child was in the first stage it had not finished.
+    stage = next((name for name in STAGES if name not in done), STAGES[-1])
     if outcome.timed_out:
         result.rejection = RejectionClass.TIMEOUT
         result.reason = f"killed after the {timeout_s:g} s time limit during {stage}"
     else:
-        result.rejection = RejectionClass.CRASH
         how = f"by {outcome.signal_name}" if outcome.signal_name else f"with exit code {outcome.returncode}"
-        last = _last_line(outcome.stderr_tail)
+        last = report.reason or _last_line(outcome.stderr_tail)
+        result.rejection = RejectionClass.CRASH
         result.reason = f"the candidate's process died {how} during {stage}" + (f": {last}" if last else "")
+        trials = report.trials
+        if trials and trials[0].passed and not trials[-1].passed and trials[-1].sizes != trials[0].sizes:
+            # Right at the first sizes, killed at others: an out-of-bounds launch sized for one shape.
+            result.rejection = RejectionClass.SHAPE_SPECIALISATION
+            sizes = ", ".join(f"{k}={v}" for k, v in trials[-1].sizes.items())
+            result.reason = f"passed at the first sizes, then {result.reason.removeprefix('the ')} at sizes {sizes}"
     result.stages.append(
         StageResult(
             name=stage,

@@ -12,6 +12,10 @@ KernelBench ignores:
 ``KGEN_SMALL_SIZES``          size constants for CPU runs (the Triton interpreter is slow)
 ``KGEN_EXTRA_SIZES``          further size sets the verifier should try (odd sizes, ...)
 ``KGEN_INPUT_DISTRIBUTIONS``  input distributions beyond the defaults, e.g. "zipf_ids"
+``KGEN_PROBE_SIZES``          sizes for the CPU precision probes: a long reduction axis and
+                              little else, so a narrow accumulator shows in the interpreter
+``KGEN_FIXED_SIZES``          size constants the verifier must not perturb (a head dim a
+                              kernel may legitimately require to be a power of two)
 ``kgen_bytes()``, ``kgen_flops()``  the fewest bytes moved / FLOPs done at the
                               module's current sizes (used for speed-of-light)
 
@@ -63,6 +67,8 @@ class ProblemInfo(BaseModel):
     small_sizes: dict[str, int] | None = None
     extra_sizes: list[dict[str, int]] = Field(default_factory=list)
     input_distributions: list[str] = Field(default_factory=list)
+    fixed_sizes: list[str] = Field(default_factory=list)
+    probe_sizes: dict[str, int] | None = None
     has_kgen_metadata: bool = False
 
     def cpu_sizes(self) -> dict[str, int]:
@@ -193,6 +199,8 @@ def read_problem(path: str | Path) -> ProblemInfo:
         small_sizes=meta.get("KGEN_SMALL_SIZES"),
         extra_sizes=list(meta.get("KGEN_EXTRA_SIZES", [])),
         input_distributions=list(meta.get("KGEN_INPUT_DISTRIBUTIONS", [])),
+        fixed_sizes=list(meta.get("KGEN_FIXED_SIZES", [])),
+        probe_sizes=meta.get("KGEN_PROBE_SIZES"),
         has_kgen_metadata=bool(meta),
     )
 

@@ -11,9 +11,16 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kgen.backends.base import KernelReport
+
+
+class ResultModel(BaseModel):
+    """Results carry measured floats, and a wrong kernel's error can be Inf or NaN:
+    JSON keeps them as the constants Infinity/NaN instead of turning them into null."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
 
 
 class StageStatus(str, Enum):
@@ -36,6 +43,20 @@ class RejectionClass(str, Enum):
     MISMATCH = "numerical_mismatch"  # finite but outside tolerance
     NO_KERNEL_LAUNCH = "no_kernel_launch"  # forward launched no backend kernel
     COMPILE_ERROR = "compile_error"  # a kernel does not compile for a requested target
+    # The verification table's classes (DESIGN.md): what must never pass.
+    UNWRITTEN_OUTPUT = "unwritten_output"  # output (or leftover memory) never written by the kernel
+    PARTIAL_OUTPUT = "partial_output"  # part of the output never written (wrong grid)
+    INPUT_MUTATION = "input_mutation"  # an input changed during the call
+    STALE_OUTPUT = "stale_output"  # caching across calls: an output from other inputs
+    NOT_A_KERNEL = "not_a_kernel"  # torch math on the forward path, fallback, ghost kernel
+    FORBIDDEN_CONSTRUCT = "forbidden_construct"  # caches, streams, monkey-patching, threads, I/O
+    LOW_PRECISION_ACCUMULATION = "low_precision_accumulation"  # bf16/fp16 accumulators
+    SHAPE_SPECIALISATION = "shape_specialisation"  # right at the default sizes only
+    INPUT_DISTRIBUTION = "input_distribution_failure"  # right only on some input distributions
+    DEFERRED_WORK = "deferred_work"  # output still changing after return (side stream, async)
+    TIMING_ATTACK = "timing_attack"  # patched timers, side streams hiding work from timing
+    TRAINING_DIVERGENCE = "training_divergence"  # training with its gradient drifts from reference
+    SANDBOX_VIOLATION = "sandbox_violation"  # threads, processes, files outside, network
 
 
 class Verdict(str, Enum):
@@ -43,7 +64,7 @@ class Verdict(str, Enum):
     REJECTED = "rejected"
 
 
-class StageResult(BaseModel):
+class StageResult(ResultModel):
     name: str
     status: StageStatus
     message: str = ""
@@ -51,7 +72,7 @@ class StageResult(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
 
 
-class OutputComparison(BaseModel):
+class OutputComparison(ResultModel):
     """How one output of one trial compared with the fp64 reference."""
 
     index: int
@@ -67,18 +88,19 @@ class OutputComparison(BaseModel):
     passed: bool
 
 
-class Trial(BaseModel):
+class Trial(ResultModel):
     """One call of the candidate at one seed and one set of sizes."""
 
     seed: int
     sizes: dict[str, int]
+    distribution: str = "normal"
     outputs: list[OutputComparison] = Field(default_factory=list)
     launches: int = 0
     seconds: float = 0.0
     passed: bool = False
 
 
-class EvalResult(BaseModel):
+class EvalResult(ResultModel):
     """The whole evaluation of one candidate on one problem: what `kgen eval --json` prints."""
 
     problem: str
@@ -93,6 +115,8 @@ class EvalResult(BaseModel):
     stages: list[StageResult] = Field(default_factory=list)
     trials: list[Trial] = Field(default_factory=list)
     kernels: list[KernelReport] = Field(default_factory=list)
+    #: the training check's loss curves and verdict, when it ran
+    train_check: dict[str, Any] | None = None
     seconds: float = 0.0
     kgen_version: str = ""
 

@@ -53,6 +53,7 @@ class SandboxOutcome(BaseModel):
     stdout_tail: str = ""
     stderr_tail: str = ""
     stdout_bytes: int = 0
+    stderr_bytes: int = 0
     seconds: float
     network_isolated: bool
     workdir: str
@@ -145,7 +146,7 @@ def run_python_module(
             _kill_group(proc)
     _kill_group(proc)  # children left behind by a child that exited
     stdout_tail, stdout_bytes = _tail(stdout_path, limits.output_tail_bytes)
-    stderr_tail, _ = _tail(stderr_path, limits.output_tail_bytes)
+    stderr_tail, stderr_bytes = _tail(stderr_path, limits.output_tail_bytes)
     return SandboxOutcome(
         returncode=proc.returncode,
         timed_out=timed_out,
@@ -153,6 +154,7 @@ def run_python_module(
         stdout_tail=stdout_tail,
         stderr_tail=stderr_tail,
         stdout_bytes=stdout_bytes,
+        stderr_bytes=stderr_bytes,
         seconds=time.monotonic() - start,
         network_isolated=bool(prefix),
         workdir=str(workdir),

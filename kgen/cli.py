@@ -99,25 +99,26 @@ def _sizes(sizes: dict[str, int]) -> str:
 @app.command("targets")
 def targets() -> None:
     """List the hardware targets kgen knows, with their ceilings and compiler targets."""
+    from rich import box
+
     from kgen.backends.targets import all_targets
 
-    table = Table(title="kgen hardware targets", title_justify="left")
-    for column in (
-        "name", "GPU", "compiler", "SMs/CUs", "HBM TB/s", "BF16 TFLOP/s", "FP8 TFLOP/s",
-        "smem/SM KB", "L2 MB", "aliases",
-    ):
-        table.add_column(column, overflow="fold")
+    table = Table(title="kgen hardware targets", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("name", "GPU", "compiler", "SMs", "TB/s", "BF16", "FP8", "L2 MB"):
+        table.add_column(column, no_wrap=True)
     for t in all_targets():
         table.add_row(
-            t.name, t.display_name, t.compiler_target, str(t.sm_count), f"{t.memory_bandwidth_tbs:g}",
-            _num(t.bf16_tflops), _num(t.fp8_tflops), f"{t.shared_memory_per_sm_kb:g}",
-            f"{t.l2_mb:g}", ", ".join(t.aliases[:4]),
+            t.name, t.display_name.removeprefix("NVIDIA ").removeprefix("AMD "), t.compiler_target,
+            str(t.sm_count), f"{t.memory_bandwidth_tbs:.2f}", _num(t.bf16_tflops), _num(t.fp8_tflops),
+            f"{t.l2_mb:g}",
         )
     console.print(table)
+    console.print("TB/s: memory bandwidth; BF16, FP8: dense matrix TFLOP/s (vendor peaks, sources in backends/targets.py).\n"
+        "Aliases work: h100, hopper, sm90, mi300, gfx942, ...")
 
 
 def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:g}"
+    return "-" if value is None else f"{value:.0f}"
 
 
 @app.command("eval")
@@ -133,25 +134,35 @@ def eval_command(
     seeds: Annotated[int, typer.Option(help="How many fresh seeds to try.", min=1)] = 3,
     timeout: Annotated[float, typer.Option(help="Hard time limit for the candidate's process, seconds.", min=1)] = 300.0,
     backend: Annotated[str, typer.Option(help="Kernel backend of the candidate.")] = "triton",
+    train_check: Annotated[
+        bool, typer.Option("--train-check", help="Backward problems: also train a small model with the candidate's gradient.")
+    ] = False,
+    distributions: Annotated[
+        bool,
+        typer.Option(help="Run the input distributions beyond 'normal' (magnitudes, precision probes, skewed ids)."),
+    ] = True,
+    small: Annotated[
+        bool, typer.Option("--small", help="Use the problem's small size set even on a GPU (a quick check).")
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON instead of a table.")] = False,
 ) -> None:
     """Verify one candidate kernel against a problem's fp64 reference, in a sandbox.
 
     Exit code 0: passed; 1: rejected (the reason says why); 2: bad usage.
     """
-    from kgen.evals.harness import EvalOptions, UsageError, evaluate
     from kgen.display import print_eval_result
+    from kgen.evals.harness import EvalOptions, UsageError, evaluate
 
     if device not in ("auto", "cpu", "cuda"):
         fail_usage(f"--device must be auto, cpu or cuda, not '{device}'")
     options = EvalOptions(
         device=device, backend=backend, targets=target or [], seeds=seed or None,
-        n_seeds=seeds, timeout_s=timeout,
+        n_seeds=seeds, timeout_s=timeout, train_check=train_check, distributions=distributions,
+        small_sizes=small,
     )
     try:
-        if not json_output:
-            err_console.print(f"[dim]evaluating {candidate} on {problem} …[/]")
-        result = evaluate(problem, candidate, options)
+        progress = None if json_output else (lambda line: err_console.print(f"[dim]{line} …[/]", soft_wrap=True))
+        result = evaluate(problem, candidate, options, progress=progress)
     except UsageError as exc:
         if json_output:
             print(_usage_json(str(exc)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -25,33 +26,28 @@ def verdict_line(result: EvalResult) -> str:
 
 
 def print_eval_result(result: EvalResult, console: Console) -> None:
-    stages = Table(title="stages", title_justify="left", show_edge=False)
-    for column in ("stage", "status", "seconds", "detail"):
-        stages.add_column(column, overflow="fold")
+    stages = _table("stages", "stage", "status", "seconds", "detail")
     for stage in result.stages:
         stages.add_row(stage.name, _STATUS_STYLE[stage.status], f"{stage.seconds:.1f}", stage.message)
     console.print(stages)
     if result.trials:
-        trials = Table(title="correctness trials (error vs fp64 reference)", title_justify="left", show_edge=False)
-        for column in ("seed", "sizes", "launches", "output", "rel-L2 error", "tolerance", "eager in own dtype", "ok"):
-            trials.add_column(column, overflow="fold")
+        trials = _table("correctness trials: error vs the fp64 reference (worst output)",
+                        "seed", "inputs", "sizes", "launches", "rel-L2", "tolerance", "eager", "ok")
         for trial in result.trials:
-            sizes = ", ".join(f"{k}={v}" for k, v in trial.sizes.items())
-            for out in trial.outputs or [None]:
-                if out is None:
-                    trials.add_row(str(trial.seed), sizes, str(trial.launches), "-", "-", "-", "-", "[red]no[/]")
-                    continue
-                native = "-" if out.reference_dtype_rel_l2_error is None else f"{out.reference_dtype_rel_l2_error:.2e}"
-                trials.add_row(
-                    str(trial.seed), sizes, str(trial.launches),
-                    f"{out.index}: {out.dtype}{out.shape}", f"{out.rel_l2_error:.2e}",
-                    f"{out.tolerance_rel_l2:.0e}", native, "[green]yes[/]" if out.passed else "[red]no[/]",
-                )
+            sizes = "x".join(str(v) for v in trial.sizes.values())
+            if not trial.outputs:
+                trials.add_row(str(trial.seed), trial.distribution, sizes, str(trial.launches), "-", "-", "-", "[red]no[/]")
+                continue
+            worst = max(trial.outputs, key=lambda o: o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300))
+            native = worst.reference_dtype_rel_l2_error
+            trials.add_row(
+                str(trial.seed), trial.distribution, sizes, str(trial.launches), f"{worst.rel_l2_error:.2e}",
+                f"{worst.tolerance_rel_l2:.0e}", "-" if native is None else f"{native:.2e}",
+                "[green]yes[/]" if trial.passed else "[red]no[/]",
+            )
         console.print(trials)
     if result.kernels:
-        kernels = Table(title="cross-compiled kernels", title_justify="left", show_edge=False)
-        for column in ("target", "kernel", "registers", "spills", "shared mem", "warps", "stages", "ok"):
-            kernels.add_column(column, overflow="fold")
+        kernels = _table("cross-compiled kernels", "target", "kernel", "regs", "spills", "smem", "warps", "stages", "ok")
         for k in result.kernels:
             kernels.add_row(
                 k.target, k.kernel, _opt(k.registers), _opt(k.spills),
@@ -61,6 +57,13 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
         console.print(kernels)
     console.print("timing: not measured by `kgen eval` (kgen reports only measured figures, and only from a GPU)")
     console.print(verdict_line(result), highlight=False, soft_wrap=True)
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
 
 
 def _opt(value: int | None) -> str:

@@ -22,6 +22,7 @@ KGEN_NAME = "causal_attention_forward"
 KGEN_ALIASES = ["causal attention", "flash attention forward", "causal self attention", "attention fwd", "causal sdpa"]
 KGEN_DESCRIPTION = "Causal self-attention forward (bf16 q, k, v [B, H, S, D]), fp32 softmax, bf16 output"
 KGEN_KIND = "forward"
+KGEN_FIXED_SIZES = ["HEAD_DIM"]
 KGEN_SMALL_SIZES = {"BATCH": 2, "HEADS": 3, "SEQ": 37, "HEAD_DIM": 24}
 KGEN_EXTRA_SIZES = [{"BATCH": 1, "HEADS": 5, "SEQ": 1000, "HEAD_DIM": 80}, {"BATCH": 1, "HEADS": 16, "SEQ": 4096, "HEAD_DIM": 64}]
 

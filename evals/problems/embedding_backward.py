@@ -26,6 +26,7 @@ KGEN_ALIASES = ["embedding bwd", "embedding grad", "embedding_dense_backward", "
 KGEN_DESCRIPTION = "Embedding backward: bf16 grad_out rows scattered by Zipf-distributed int64 ids into an fp32 grad_weight"
 KGEN_KIND = "backward"
 KGEN_SMALL_SIZES = {"N_TOKENS": 37, "DIM": 100, "VOCAB": 50}
+KGEN_PROBE_SIZES = {"N_TOKENS": 2048, "DIM": 16, "VOCAB": 64}
 KGEN_EXTRA_SIZES = [{"N_TOKENS": 1000, "DIM": 4095, "VOCAB": 301}, {"N_TOKENS": 8192, "DIM": 768, "VOCAB": 50257}]
 KGEN_INPUT_DISTRIBUTIONS = ["zipf_ids"]
 

@@ -20,6 +20,7 @@ KGEN_ALIASES = ["linear gelu", "gemm gelu", "matmul bias gelu", "fused linear bi
 KGEN_DESCRIPTION = "bf16 GEMM x @ W^T + b with fp32 accumulation and a GELU (tanh) epilogue, bf16 output"
 KGEN_KIND = "forward"
 KGEN_SMALL_SIZES = {"M": 37, "K": 72, "N": 50}
+KGEN_PROBE_SIZES = {"M": 16, "K": 2048, "N": 16}
 KGEN_EXTRA_SIZES = [{"M": 333, "K": 1000, "N": 257}, {"M": 2048, "K": 4096, "N": 11008}]
 
 

@@ -22,6 +22,7 @@ KGEN_ALIASES = ["layernorm bwd", "layer norm backward", "layernorm grad", "layer
 KGEN_DESCRIPTION = "LayerNorm backward (bf16, fp32 saved mean/rstd): grad_x, grad_weight and grad_bias"
 KGEN_KIND = "backward"
 KGEN_SMALL_SIZES = {"ROWS": 37, "HIDDEN": 96}
+KGEN_PROBE_SIZES = {"ROWS": 2048, "HIDDEN": 16}
 KGEN_EXTRA_SIZES = [{"ROWS": 1000, "HIDDEN": 4095}, {"ROWS": 3, "HIDDEN": 16384}]
 
 

@@ -1,6 +1,7 @@
 """The hardware target registry: figures, forgiving alias resolution, compiler targets."""
 
 import pytest
+
 from kgen.backends.targets import (
     HardwareTarget,
     UnknownTargetError,

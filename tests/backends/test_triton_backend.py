@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from kgen.backends.base import Backend, KernelLaunch
 from kgen.backends.registry import UnknownBackendError, get_backend
 from kgen.backends.targets import resolve_target

@@ -2,7 +2,12 @@
 
 import os
 
-from kgen.evals.sandbox import SandboxLimits, network_isolation_prefix, run_python_module, scrubbed_environment
+from kgen.evals.sandbox import (
+    SandboxLimits,
+    network_isolation_prefix,
+    run_python_module,
+    scrubbed_environment,
+)
 
 
 def test_credentials_are_scrubbed():

@@ -56,7 +56,7 @@ def test_eval_rejects_with_exit_code_one_and_json_says_why():
     result = json.loads(out.stdout)
     assert result["verdict"] == "rejected"
     assert result["rejection"] == "numerical_mismatch"
-    assert [s["name"] for s in result["stages"]] == ["load", "correctness"]
+    assert [s["name"] for s in result["stages"]] == ["static", "load", "correctness"]
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_eval_rejects_with_exit_code_one_and_json_says_why():
     [
         (["eval", RELU, "missing.py"], "candidate file not found: missing.py"),
         (["eval", "nope_problem", str(CANDIDATES / "relu_kernelbench_solution.py")], "unknown problem 'nope_problem'"),
-        (["eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--target", "h900x"], "unknown target"),
+        (["eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--target", "h900x"], "unknown hardware target 'h900x'"),
         (["eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--device", "tpu"], "--device must be"),
         (["problems", "show", "nope_problem"], "unknown problem"),
     ],

@@ -1,0 +1,139 @@
+"""Inside the box: police what the candidate's own code does while it runs.
+
+The sandbox process already has no network (where the OS allows), no
+credentials and a throw-away directory. This guard adds, through a Python
+audit hook that the candidate cannot remove, a record (and a refusal) of:
+
+* starting processes (``subprocess``, ``os.system``, ``fork``, ``exec``, spawn)
+  when the innermost caller outside the standard library is the candidate
+  (Triton running its own compiler is fine; the candidate doing it is not);
+* opening files for writing outside the box's directory and the compiler's
+  cache;
+* any socket connection or bind;
+* threads still running after the candidate returns (work hidden from the
+  timer, or a background cache).
+
+Each refused action raises ``PermissionError`` in the candidate and leaves a
+``GuardViolation``; one violation rejects the candidate.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel
+
+_PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn",
+     "os.exec", "pty.spawn", "os.startfile"}
+)
+_NETWORK_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_STDLIB = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+
+
+class GuardViolation(BaseModel):
+    action: str
+    detail: str
+
+
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+class CandidateGuard:
+    """Install once per child process; switch on around the candidate's code with ``watching()``."""
+
+    def __init__(self, candidate_path: Path, writable_dirs: list[Path]):
+        self.candidate_file = str(Path(candidate_path).resolve())
+        self.writable = tuple(str(Path(d).resolve()) for d in writable_dirs)
+        self.violations: list[GuardViolation] = []
+        self._active = False
+        self._inside = threading.local()
+        self._threads_before = 0
+        self._python_threads_before: set[int] = set()
+
+    def install(self) -> None:
+        sys.addaudithook(self._hook)
+
+    def __enter__(self) -> CandidateGuard:
+        self._threads_before = _thread_count()
+        self._python_threads_before = {t.ident for t in threading.enumerate() if t.ident}
+        self._active = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._active = False
+        new_python = [
+            t for t in threading.enumerate() if t.ident and t.ident not in self._python_threads_before and t.is_alive()
+        ]
+        if new_python:
+            names = ", ".join(t.name for t in new_python)
+            self.violations.append(
+                GuardViolation(action="thread", detail=f"left {len(new_python)} thread(s) running after forward returned: {names}")
+            )
+
+    def native_threads_added(self) -> int:
+        """Threads the process gained since the last ``__enter__`` (libraries may add some once)."""
+        return _thread_count() - self._threads_before
+
+    # -- the audit hook ---------------------------------------------------------------
+    def _hook(self, event: str, args: tuple) -> None:
+        if not self._active or getattr(self._inside, "busy", False):
+            return
+        if event not in _PROCESS_EVENTS and event not in _NETWORK_EVENTS and event != "open":
+            return
+        self._inside.busy = True
+        try:
+            self._judge(event, args)
+        finally:
+            self._inside.busy = False
+
+    def _judge(self, event: str, args: tuple) -> None:
+        if event in _NETWORK_EVENTS:
+            self._refuse("network", f"{event} {args[1:2]!r}")
+        elif event in _PROCESS_EVENTS:
+            if self._candidate_is_caller():
+                self._refuse("process", f"{event} {_short(args)}")
+        elif event == "open" and _is_write(args):
+            path = str(args[0])
+            if isinstance(args[0], int):
+                return
+            resolved = os.path.realpath(path)
+            if not resolved.startswith(self.writable) and self._candidate_is_caller():
+                self._refuse("file", f"opened {path} for writing outside the sandbox directory")
+
+    def _candidate_is_caller(self) -> bool:
+        """Is the innermost frame outside the standard library the candidate's own code?"""
+        frame = sys._getframe(3)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename == __file__ or filename.startswith(_STDLIB) or filename.startswith("<frozen"):
+                frame = frame.f_back
+                continue
+            return os.path.realpath(filename) == self.candidate_file
+        return False
+
+    def _refuse(self, action: str, detail: str) -> None:
+        self.violations.append(GuardViolation(action=action, detail=detail))
+        raise PermissionError(f"kgen sandbox: {action} not allowed for candidates ({detail})")
+
+
+def _is_write(args: tuple) -> bool:
+    mode = args[1] if len(args) > 1 else "r"
+    flags = args[2] if len(args) > 2 else 0
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return True
+    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+
+
+def _short(args: tuple) -> str:
+    text = repr(args)
+    return text if len(text) < 120 else text[:117] + "..."

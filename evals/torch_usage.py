@@ -1,0 +1,252 @@
+"""Record the torch ops a candidate's forward dispatches: the dynamic twin of the AST torch-math rule.
+
+Static rules read the candidate's source and can be fooled by what the AST
+cannot see (a name built at run time, a module handed in from outside). This
+recorder cannot: every eager torch op, however it was reached (``torch.relu``,
+``getattr(torch, "rel" + "u")``, ``x * (x > 0)``, ``F.linear``, an
+``nn.Linear`` module, a ``torch.ops`` handle), reaches the dispatcher, and a
+``TorchDispatchMode`` sees it there as an aten overload (``aten.relu.default``).
+Composite ops arrive decomposed (``einsum`` shows up as ``bmm``), which is still
+compute. Triton launches do not go through the dispatcher at all, so a forward
+whose work is all in Triton kernels shows no compute ops::
+
+    with record_torch_ops() as usage:
+        out = model(*inputs)
+    if usage.compute_ops: ...  # torch did (part of) the work
+
+Classification (by the aten op's base name, any overload):
+
+* **allowed** — :data:`ALLOWED_ATEN_OPS`: allocation (``empty*``, ``zeros*``,
+  ``ones*``, ``full*``, ``new_*``, ``arange`` for index buffers, ``fill_``,
+  ``zero_``, ``resize_``, ``scalar_tensor``, ``lift_fresh`` from
+  ``torch.tensor``), views and layout (``view``, ``_unsafe_view``,
+  ``as_strided``, ``permute``, ``transpose``, ``t``, ``expand``, ``squeeze``,
+  ``unsqueeze``, ``slice``, ``select``, ``split``, ``unbind``, ``unfold``,
+  ``diagonal``, ``alias``, ``detach``, ...), single-tensor copies and casts
+  (``clone`` — what ``contiguous()`` dispatches —, ``copy_``, ``_to_copy`` for
+  ``.to(dtype/device)``, ``.float()``/``.half()``) and metadata reads
+  (``_local_scalar_dense`` from ``.item()``, ``sym_size`` ...). None of these
+  does arithmetic on values.
+* **compute** — everything else, including data-movement ops that implement
+  a problem by themselves (``cat``, ``stack``, ``gather``, ``index_select``,
+  ``flip``, ``roll``, ``repeat``, ``index`` with a mask), random number
+  generation, ops of other namespaces (``prims``, custom ``torch.library``
+  ops) and ``set_``. The list is an allow list on purpose: an op nobody
+  classified counts as compute.
+* **host escapes** — ``Tensor.numpy()``, ``.tolist()``, ``__array__``,
+  ``__dlpack__`` and ``__cuda_array_interface__`` dispatch no aten op, yet hand
+  the data to numpy/Python/another library to compute on. A
+  ``TorchFunctionMode`` records them, as ``"Tensor.numpy"`` etc., among the
+  compute ops.
+
+Triton's CPU interpreter (``TRITON_INTERPRET=1``) does call torch on the
+kernel's tensor arguments: before running a grid it aliases each argument's
+storage on the host (``new_empty`` + ``set_``; ``storage.cpu()`` for a device
+tensor) and afterwards copies the host storages back (``empty`` + ``set_`` +
+``copy_``). Those ops are Triton's, not the candidate's, and are ignored: an
+op is ignored exactly when the nearest Python frame that dispatched it, once
+torch's own frames and this module's are skipped, is one of those
+interpreter functions (``GridExecutor._init_args_hst`` / ``_restore_args_dev``
+and their nested helpers), matched by code object identity. Nothing else is
+ignored: the kernel body itself runs under the interpreter as the
+candidate's own (rewritten) code, so a torch call hidden inside a
+``@triton.jit`` function is recorded; a torch function handed to Triton as a
+callback (a pre-run hook) is dispatched from a frame that is not on the list,
+so it is recorded too. ``triton.testing.do_bench`` and the autotuner only
+allocate and ``zero_()`` a cache buffer and ``clone``/``copy_`` arguments
+(allowed ops), so nothing of theirs needs ignoring.
+
+The recorder only observes: every op is passed through unchanged, so results
+are bit-identical with and without it, on CPU and CUDA tensors alike. Modes
+are per-thread, so work a candidate pushes to another thread is not seen (the
+static rules forbid threads). Nested recorders each see every op.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import CodeType, FrameType
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+#: aten ops (base names; every overload) that allocate, view, copy or cast but compute nothing
+ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
+    {
+        # allocation and filling with a constant
+        "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
+        "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones",
+        "full", "full_like", "new_full", "scalar_tensor", "arange",
+        "fill", "fill_", "zero", "zero_", "resize_", "resize_as_",
+        "lift", "lift_fresh", "lift_fresh_copy",
+        # views and layout
+        "view", "_unsafe_view", "_reshape_alias", "reshape", "view_as",
+        "as_strided", "as_strided_", "permute", "transpose", "transpose_", "t", "t_",
+        "expand", "expand_as", "squeeze", "squeeze_", "unsqueeze", "unsqueeze_",
+        "slice", "select", "narrow", "split", "split_with_sizes", "unsafe_split",
+        "unsafe_split_with_sizes", "unbind", "chunk", "unfold", "diagonal",
+        "alias", "detach", "detach_", "view_as_real", "view_as_complex",
+        "flatten", "unflatten", "movedim", "swapaxes", "swapdims", "contiguous",
+        # copies and casts of a single tensor
+        "clone", "copy_", "copy", "_to_copy", "to", "_copy_from", "_copy_from_and_resize",
+        "_local_scalar_dense",
+        # metadata reads (dispatched only for some tensor kinds)
+        "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "size", "stride",
+        "numel", "dim", "is_contiguous", "is_same_size", "is_non_overlapping_and_dense",
+    }
+)
+
+#: torch-function-level calls that move a tensor's data out of torch to be computed on elsewhere
+HOST_ESCAPES: frozenset[str] = frozenset(
+    {"numpy", "tolist", "__array__", "__array_wrap__", "__dlpack__", "__cuda_array_interface__"}
+)
+
+
+class TorchOpUsage(BaseModel):
+    """The torch ops one ``record_torch_ops()`` block dispatched, by name, with counts."""
+
+    #: ops that compute (or are not known not to), e.g. {"aten.relu.default": 1}
+    compute_ops: dict[str, int] = Field(default_factory=dict)
+    #: allocation / view / copy / cast ops, e.g. {"aten.empty_like.default": 1}
+    allowed_ops: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def computes(self) -> bool:
+        return bool(self.compute_ops)
+
+    def summary(self, limit: int = 5) -> str:
+        """One line naming the compute ops, most frequent first ("" when there are none)."""
+        items = sorted(self.compute_ops.items(), key=lambda kv: (-kv[1], kv[0]))
+        text = ", ".join(f"{name} x{count}" for name, count in items[:limit])
+        more = len(items) - limit
+        return text + (f" and {more} more" if more > 0 else "")
+
+
+def is_allowed_aten_op(name: str) -> bool:
+    """Whether an op name like "aten.view.default" (or "aten::view") is on the allow list."""
+    text = name.replace("::", ".")
+    parts = text.split(".")
+    return len(parts) >= 2 and parts[0] == "aten" and parts[1] in ALLOWED_ATEN_OPS
+
+
+# ----------------------------------------------------------------------------------------
+# Whose op is it: skip torch's frames and ours, then check the dispatching frame
+# ----------------------------------------------------------------------------------------
+
+_THIS_FILE = os.path.normcase(os.path.abspath(__file__))
+_ignored_lock = threading.Lock()
+_ignored_codes: set[CodeType] | None = None
+_torch_dir: str | None = None
+
+
+def _code_objects(code: CodeType) -> Iterator[CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _code_objects(const)
+
+
+def _interpreter_codes() -> set[CodeType]:
+    """Code objects of Triton's interpreter functions that copy kernel arguments to and from the host."""
+    global _ignored_codes
+    if _ignored_codes is not None:
+        return _ignored_codes
+    with _ignored_lock:
+        if _ignored_codes is not None:
+            return _ignored_codes
+        codes: set[CodeType] = set()
+        # Imported by triton itself once a kernel is decorated in interpreter mode; not imported
+        # at all on a GPU, where there is nothing to ignore.
+        module = sys.modules.get("triton.runtime.interpreter")
+        executor = getattr(module, "GridExecutor", None) if module is not None else None
+        names = [n for n in vars(executor) if n.startswith(("_init_args", "_restore_args"))] if executor else []
+        for name in names:
+            fn = getattr(executor, name, None)
+            while fn is not None and hasattr(fn, "__wrapped__"):
+                fn = fn.__wrapped__
+            code = getattr(fn, "__code__", None)
+            if isinstance(code, CodeType):
+                codes.update(_code_objects(code))
+        # Only cache a complete answer: triton may be imported after the first recorder.
+        if module is not None:
+            _ignored_codes = codes
+        return codes
+
+
+def _torch_prefix() -> str:
+    global _torch_dir
+    if _torch_dir is None:
+        import torch
+
+        _torch_dir = os.path.normcase(os.path.dirname(os.path.abspath(torch.__file__))) + os.sep
+    return _torch_dir
+
+
+def _dispatched_by_triton_interpreter(frame: FrameType | None) -> bool:
+    ignored = _interpreter_codes()
+    if not ignored:
+        return False
+    torch_prefix = _torch_prefix()
+    while frame is not None:
+        filename = os.path.normcase(frame.f_code.co_filename)
+        if filename == _THIS_FILE or filename.startswith(torch_prefix):
+            frame = frame.f_back
+            continue
+        return frame.f_code in ignored
+    return False
+
+
+# ----------------------------------------------------------------------------------------
+# The modes
+# ----------------------------------------------------------------------------------------
+
+
+def _count(table: dict[str, int], name: str) -> None:
+    table[name] = table.get(name, 0) + 1
+
+
+def _function_name(func: Any) -> str | None:
+    """The bare name of a torch-function-level callable (a method, or a property's getter)."""
+    name = getattr(func, "__name__", None)
+    if name == "__get__":  # a property / getset descriptor read: name it by its descriptor
+        owner = getattr(func, "__self__", None)
+        name = getattr(owner, "__name__", None) or getattr(getattr(owner, "fget", None), "__name__", None)
+    return name
+
+
+def _make_modes(usage: TorchOpUsage):
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Dispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not _dispatched_by_triton_interpreter(sys._getframe(1)):
+                name = str(func)
+                _count(usage.allowed_ops if is_allowed_aten_op(name) else usage.compute_ops, name)
+            return func(*args, **(kwargs or {}))
+
+    class _Function(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = _function_name(func)
+            if name in HOST_ESCAPES and not _dispatched_by_triton_interpreter(sys._getframe(1)):
+                _count(usage.compute_ops, f"Tensor.{name}")
+            return func(*args, **(kwargs or {}))
+
+    return _Dispatch(), _Function()
+
+
+@contextmanager
+def record_torch_ops() -> Iterator[TorchOpUsage]:
+    """Record every torch op dispatched on this thread inside the block (see the module docstring).
+
+    The yielded :class:`TorchOpUsage` is complete when the block exits (it fills
+    as ops run). Results are unchanged: every op is passed straight through.
+    """
+    usage = TorchOpUsage()
+    dispatch_mode, function_mode = _make_modes(usage)
+    with function_mode, dispatch_mode:
+        yield usage
