@@ -106,6 +106,9 @@ class _Evaluation:
         self.backend.prepare_process(request.device)
         import torch  # after prepare_process: torch may import triton
 
+        if request.backend == "triton":
+            import triton  # noqa: F401 - imported by kgen, so its first-import work is not the candidate's
+
         from kgen.evals.candidate_guard import CandidateGuard
 
         self.torch = torch

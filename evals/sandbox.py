@@ -121,7 +121,8 @@ def run_python_module(
     workdir = Path(workdir or tempfile.mkdtemp(prefix="kgen-box-"))
     workdir.mkdir(parents=True, exist_ok=True)
     env = scrubbed_environment()
-    env.update({"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONUNBUFFERED": "1"})
+    # No bytecode caches: the candidate's first `import triton` must not write into site-packages.
+    env.update({"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     env.update(extra_env or {})
     prefix = network_isolation_prefix() if limits.isolate_network else ()
     argv = [*prefix, sys.executable, "-m", module, *args]
