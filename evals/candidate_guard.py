@@ -19,6 +19,7 @@ Each refused action raises ``PermissionError`` in the candidate and leaves a
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -100,8 +101,8 @@ class CandidateGuard:
         if event in _NETWORK_EVENTS:
             self._refuse("network", f"{event} {args[1:2]!r}")
         elif event in _PROCESS_EVENTS:
-            if self._candidate_is_caller():
-                self._refuse("process", f"{event} {_short(args)}")
+            if not _is_compiler_tool(args) and self._candidate_is_caller():
+                self._refuse("process", f"{event} {_short(args)} (called from {self._callers()})")
         elif event == "open" and _is_write(args):
             path = str(args[0])
             if isinstance(args[0], int):
@@ -121,9 +122,38 @@ class CandidateGuard:
             return os.path.realpath(filename) == self.candidate_file
         return False
 
+    def _callers(self) -> str:
+        """The innermost non-standard-library frames: evidence for a refusal."""
+        names, frame = [], sys._getframe(1)
+        while frame is not None and len(names) < 3:
+            filename = frame.f_code.co_filename
+            if not (filename == __file__ or filename.startswith(_STDLIB) or filename.startswith("<frozen")):
+                names.append(f"{os.path.basename(filename)}:{frame.f_lineno}")
+            frame = frame.f_back
+        return " < ".join(names) or "unknown"
+
     def _refuse(self, action: str, detail: str) -> None:
         self.violations.append(GuardViolation(action=action, detail=detail))
         raise PermissionError(f"kgen sandbox: {action} not allowed for candidates ({detail})")
+
+
+def _compiler_tool_dirs() -> tuple[str, ...]:
+    """Where the kernel compilers keep their own tools (Triton's ptxas, ld.lld, ...)."""
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    return tuple(os.path.realpath(p) + os.sep for p in spec.submodule_search_locations)
+
+
+def _is_compiler_tool(args: tuple) -> bool:
+    """A process event that runs a tool shipped inside the kernel compiler's package
+    (Triton runs ptxas for every GPU compile): the compiler's work, whoever launched the kernel."""
+    executable = args[0] if args else None
+    if isinstance(executable, bytes):
+        executable = executable.decode(errors="replace")
+    if not isinstance(executable, str) or not executable:
+        return False
+    return os.path.realpath(executable).startswith(_compiler_tool_dirs())
 
 
 def _is_write(args: tuple) -> bool:

@@ -599,6 +599,14 @@ class _Evaluation:
 STAGES = ("static", "load", "correctness", "compile", "train_check")
 
 
+#: Rejections after which the training check still runs when asked for: the kernel is safe
+#: to run, only wrong, and how wrong it trains is evidence worth having.
+NUMERICAL_REJECTIONS = frozenset(
+    {RejectionClass.MISMATCH, RejectionClass.NAN_OR_INF, RejectionClass.LOW_PRECISION_ACCUMULATION,
+     RejectionClass.INPUT_DISTRIBUTION, RejectionClass.SHAPE_SPECIALISATION}
+)
+
+
 def run(request: ChildRequest, report_path: Path) -> ChildReport:
     evaluation = _Evaluation(request, report_path)
     steps = (evaluation.static, evaluation.load, evaluation.correctness, evaluation.compile, evaluation.train)
@@ -610,6 +618,12 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
             evaluation.report.rejection = exc.rejection
             evaluation.report.reason = str(exc)
             evaluation.stage(name, StageStatus.FAILED, str(exc), started)
+            if name == "correctness" and exc.rejection in NUMERICAL_REJECTIONS and request.train_check:
+                started = time.monotonic()
+                try:
+                    evaluation.train()
+                except Rejected as train_exc:
+                    evaluation.stage("train_check", StageStatus.FAILED, str(train_exc), started)
             break
     evaluation.report.finished = True
     evaluation.save()

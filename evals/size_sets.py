@@ -11,9 +11,10 @@ a block size, so the last block of every axis is partial and must be masked.
   defaults), and the odd set generated from the defaults. Constants grow
   (``v -> v + 1`` for even ``v``, ``v + 2`` for odd): the tail block holds one or
   two elements, the case an off-by-one grid misses.
-* ``cpu``: the small set (``ProblemInfo.cpu_sizes()``) and the odd set generated
-  from it. Constants shrink (``v -> v - 1`` for even ``v``, ``v - 2`` for odd), so
-  the odd set never costs the slow interpreter more than the small set.
+* ``cpu``: the small set (``ProblemInfo.cpu_sizes()``) and two odd sets generated
+  from it: one shrunk (``v -> v - 1`` for even ``v``, ``v - 2`` for odd) and one
+  grown by one or two, so the interpreter pays little more than for the small set
+  and a launch sized for the small set is caught both ways.
 
 Constants below 16 (kernel sizes, head counts, batch of 2) are left alone,
 and so is every name in a problem's optional ``KGEN_FIXED_SIZES`` list (a
@@ -140,6 +141,11 @@ def verification_size_plan(info: ProblemInfo, device: str) -> list[SizeSet]:
         sets += [SizeSet(_consistent(info, extra, extra), "extra") for extra in info.extra_sizes]
     odd = odd_sizes(base, free, fixed_sizes(info), grow=device != "cpu")
     sets.append(SizeSet(_consistent(info, odd), "odd"))
+    if device == "cpu":
+        # Also one element past the small sizes: a launch sized for the small set then
+        # misses the tail (a shrunk set alone lets it write out of bounds unseen on a GPU).
+        grown = odd_sizes(base, free, fixed_sizes(info), grow=True)
+        sets.append(SizeSet(_consistent(info, grown), "odd"))
     unique: list[SizeSet] = []
     seen: set[tuple[tuple[str, int], ...]] = set()
     for size_set in sets:

@@ -69,20 +69,21 @@ def _is_power_of_two(v: int) -> bool:
     return v & (v - 1) == 0
 
 
-def test_cpu_sets_are_the_small_set_and_a_smaller_odd_one(tmp_path):
+def test_cpu_sets_are_the_small_set_and_odd_ones_either_side(tmp_path):
     info = _write(tmp_path, TOY.replace("{fixed}", "[]"))
     plan = verification_size_plan(info, "cpu")
-    assert [s.origin for s in plan] == ["small", "odd"]
-    small, odd = plan[0].sizes, plan[1].sizes
+    assert [s.origin for s in plan] == ["small", "odd", "odd"]
+    small, odd, grown = plan[0].sizes, plan[1].sizes, plan[2].sizes
+    assert grown == {"B": 2, "S": 33, "N": 66, "D": 25, "K": 3}  # one past the small set
     # N = B * S is derived: recomputed in every set (info.cpu_sizes() keeps N = 512)
     assert small == {"B": 2, "S": 32, "N": 64, "D": 24, "K": 3}
-    # constants >= 16 move to a nearby odd value, never up on the CPU; small ones stay
+    # constants >= 16 move to a nearby odd value; small ones stay
     assert odd == {"B": 2, "S": 31, "N": 62, "D": 23, "K": 3}
-    for sizes in (small, odd):
+    for sizes in (small, odd, grown):
         problem = load_problem(info.path, sizes)
         assert problem.sizes == sizes
         problem.model_class()(*problem.get_inputs())  # consistent: the shape assertion holds
-    assert plan[1].generated and not plan[0].generated
+    assert plan[1].generated and plan[2].generated and not plan[0].generated
 
 
 def test_cuda_sets_are_defaults_extras_and_a_grown_odd_set(tmp_path):
