@@ -163,6 +163,7 @@ def evaluate(
         verdict=Verdict.PASSED,
         stages=report.stages,
         trials=report.trials,
+        skipped=report.skipped,
         kernels=report.kernels,
         train_check=report.train_check,
         kgen_version=kgen.__version__,

@@ -35,14 +35,19 @@ _FLOAT_BITS: dict[torch.dtype, tuple[torch.dtype, int]] = {
 _INT_VALUE = -0x5A5A5A5A
 
 
+def _poison_bits(dtype: torch.dtype) -> tuple[torch.dtype, int]:
+    """The integer view and the (signed) bit pattern of a float dtype's poison."""
+    int_dtype, bits = _FLOAT_BITS[dtype]
+    width = torch.iinfo(int_dtype).bits
+    return int_dtype, bits - (1 << width) if bits >= 1 << (width - 1) else bits
+
+
 def fill_poison(tensor: torch.Tensor) -> torch.Tensor:
     """Overwrite a tensor's storage with the poison pattern for its dtype."""
     if tensor.numel() == 0:
         return tensor
     if tensor.dtype in _FLOAT_BITS:
-        int_dtype, bits = _FLOAT_BITS[tensor.dtype]
-        if bits >= 2 ** (torch.iinfo(int_dtype).bits - 1):
-            bits -= 2 ** torch.iinfo(int_dtype).bits
+        int_dtype, bits = _poison_bits(tensor.dtype)
         flat = tensor.as_strided((tensor.untyped_storage().nbytes() // tensor.element_size(),), (1,), 0)
         flat.view(int_dtype).fill_(bits)
     elif tensor.dtype in (torch.int32, torch.int64):
@@ -57,9 +62,7 @@ def poisoned_count(tensor: torch.Tensor) -> int:
     if tensor.numel() == 0:
         return 0
     if tensor.dtype in _FLOAT_BITS:
-        int_dtype, bits = _FLOAT_BITS[tensor.dtype]
-        if bits >= 2 ** (torch.iinfo(int_dtype).bits - 1):
-            bits -= 2 ** torch.iinfo(int_dtype).bits
+        int_dtype, bits = _poison_bits(tensor.dtype)
         return int((tensor.detach().contiguous().view(int_dtype) == bits).sum().item())
     if tensor.dtype in (torch.int32, torch.int64):
         return int((tensor == _INT_VALUE).sum().item())

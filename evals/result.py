@@ -114,6 +114,8 @@ class EvalResult(ResultModel):
     reason: str = ""
     stages: list[StageResult] = Field(default_factory=list)
     trials: list[Trial] = Field(default_factory=list)
+    #: trials not run and why (sizes the reference cannot run, unrepresentable outputs)
+    skipped: list[str] = Field(default_factory=list)
     kernels: list[KernelReport] = Field(default_factory=list)
     #: the training check's loss curves and verdict, when it ran
     train_check: dict[str, Any] | None = None

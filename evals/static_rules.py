@@ -506,6 +506,15 @@ def _params(fn: ast.AST) -> list[ast.arg]:
     return out
 
 
+def _assignment_targets(node: ast.AST) -> list[ast.AST]:
+    """What an assignment, augmented assignment or ``del`` statement stores into."""
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        return list(node.targets)
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target]
+    return []
+
+
 def _target_names(target: ast.AST) -> Iterator[str]:
     if isinstance(target, ast.Name):
         yield target.id
@@ -933,11 +942,7 @@ class _Checker:
     def _mutated_in(self, fn: ast.AST, name: str) -> bool:
         """Whether ``name`` is stored into (``name[k] = v``, ``name.a = v``) or mutated by a method call."""
         for node in ast.walk(fn):
-            targets: list[ast.AST] = []
-            if isinstance(node, (ast.Assign, ast.Delete)):
-                targets = list(node.targets)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                targets = [node.target]
+            targets = _assignment_targets(node)
             for target in targets:
                 for sub in self._store_targets(target):
                     root = _root_name(sub)
@@ -1210,11 +1215,7 @@ class _Checker:
             local = self._locals_of(fn)
             info = self.owner.get(fn)
             for node in _walk_own(fn):
-                targets: list[ast.AST] = []
-                if isinstance(node, (ast.Assign, ast.Delete)):
-                    targets = list(node.targets)
-                elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                    targets = [node.target]
+                targets = _assignment_targets(node)
                 for target in targets:
                     for sub in self._store_targets(target):
                         self._check_state_store(sub, node, local, info, class_attrs)
@@ -1293,11 +1294,7 @@ class _Checker:
             if getattr(fn, "name", "") == "__init__":
                 continue
             for node in ast.walk(fn):
-                targets: list[ast.AST] = []
-                if isinstance(node, (ast.Assign, ast.Delete)):
-                    targets = list(node.targets)
-                elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                    targets = [node.target]
+                targets = _assignment_targets(node)
                 for target in targets:
                     for sub in self._store_targets(target):
                         if isinstance(sub, (ast.Attribute, ast.Subscript)) and _self_attr_root(sub):

@@ -46,6 +46,8 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
                 "[green]yes[/]" if trial.passed else "[red]no[/]",
             )
         console.print(trials)
+    for note in result.skipped:
+        console.print(f"[yellow]skipped:[/] {note}", highlight=False)
     if result.kernels:
         kernels = _table("cross-compiled kernels", "target", "kernel", "regs", "spills", "smem", "warps", "stages", "ok")
         for k in result.kernels:

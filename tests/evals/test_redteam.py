@@ -6,7 +6,7 @@ the confusion matrix in docs/verification.md.
 """
 
 import pytest
-from redteam_cases import bad_cases, control_cases
+from redteam_cases import bad_cases, control_cases, fixture_controls
 
 from kgen.evals.harness import EvalOptions, evaluate
 
@@ -25,7 +25,8 @@ def test_planted_bad_candidate_is_rejected_with_its_class(case):
     assert result.rejection is not None and result.rejection.value == case.expect, result.reason
 
 
-@pytest.mark.parametrize("case", control_cases(), ids=lambda c: c.id)
+# The seed kernels are controls too; tests/knowledge_base/test_seed_kernels.py runs them.
+@pytest.mark.parametrize("case", fixture_controls(), ids=lambda c: c.id)
 def test_correct_control_passes(case):
     result = evaluate(case.problem, case.candidate, CPU)
     assert result.passed, f"{case.id}: {result.rejection} {result.reason}"

@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
@@ -56,10 +56,17 @@ def redteam_cases() -> list[Case]:
     return cases
 
 
-def control_cases() -> list[Case]:
+def seed_kernel_cases() -> list[Case]:
     seeds = sorted((ROOT / "knowledge_base" / "seed_kernels" / "triton").glob("*.py"))
-    controls = [Case(p, p.stem, "passed") for p in seeds]
-    return controls + [c for c in redteam_cases() if c.expect == "passed"]
+    return [Case(p, p.stem, "passed") for p in seeds]
+
+
+def fixture_controls() -> list[Case]:
+    return [c for c in redteam_cases() if c.expect == "passed"]
+
+
+def control_cases() -> list[Case]:
+    return seed_kernel_cases() + fixture_controls()
 
 
 def bad_cases() -> list[Case]:
