@@ -354,13 +354,13 @@ class _Evaluation:
         # The candidate runs before the reference: no reference output can be lying in freed memory.
         before = self._call(candidate, inputs, self.previous_outputs, what + ", before the reference")
         native, ref64 = self._references(reference, inputs)
-        unrepresentable = [i for i, (r64, rn) in enumerate(zip(ref64, native)) if not representable(r64, rn.dtype)]
+        unrepresentable = [i for i, (r64, rn) in enumerate(zip(ref64, native, strict=True)) if not representable(r64, rn.dtype)]
         if unrepresentable:
             self.report.trials.remove(trial)
             raise SkipTrial(f"{what}: output(s) {unrepresentable} cannot be stored in their dtype at this magnitude")
         after = self._call(candidate, inputs, native, what + ", after the reference")
         shared = [
-            i for i, (a, b) in enumerate(zip(before.outputs, after.outputs))
+            i for i, (a, b) in enumerate(zip(before.outputs, after.outputs, strict=False))
             if isinstance(a, self.torch.Tensor) and isinstance(b, self.torch.Tensor) and a.numel()
             and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
         ]
@@ -450,7 +450,7 @@ class _Evaluation:
 
         detail = f"{failure} ({what})"
         if self.previous_outputs and any(
-            isinstance(o, type(p)) and same_values(o, p) for o, p in zip(outputs, self.previous_outputs)
+            isinstance(o, type(p)) and same_values(o, p) for o, p in zip(outputs, self.previous_outputs, strict=False)
         ):
             return RejectionClass.STALE_OUTPUT, f"returned the previous call's output for new inputs: {detail}"
         worst = max(o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300) for o in trial.outputs)
@@ -487,8 +487,8 @@ class _Evaluation:
         reference, candidate = self._models(problem, seed)
         real = self._call(candidate, inputs, self.previous_outputs, what)
         ghost = self._call(candidate, inputs, real.outputs, what + ", kernels off", execute=False)
-        if all(
-            isinstance(g, self.torch.Tensor) and same_values(g, r) for g, r in zip(ghost.outputs, real.outputs)
+        if len(ghost.outputs) == len(real.outputs) and all(
+            isinstance(g, self.torch.Tensor) and same_values(g, r) for g, r in zip(ghost.outputs, real.outputs, strict=True)
         ):
             raise Rejected(
                 RejectionClass.NOT_A_KERNEL,

@@ -24,6 +24,13 @@ app = typer.Typer(
         "its 'fast' means measured on the GPU. Start with `kgen problems list`, then "
         "`kgen eval PROBLEM CANDIDATE.py`."
     ),
+    epilog=(
+        "Examples:\n\n"
+        "  kgen problems show 'rmsnorm bwd'\n\n"
+        "  kgen eval rmsnorm_backward my_kernel.py --target h100 --target mi300x\n\n"
+        "  kgen eval path/to/kernelbench_problem.py solution.py --json\n\n"
+        "Exit codes: 0 passed, 1 rejected, 2 bad usage."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
