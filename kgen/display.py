@@ -31,8 +31,8 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
         stages.add_row(stage.name, _STATUS_STYLE[stage.status], f"{stage.seconds:.1f}", stage.message)
     console.print(stages)
     if result.trials:
-        trials = _table("correctness trials: error vs the fp64 reference (worst output)",
-                        "seed", "inputs", "sizes", "launches", "rel-L2", "tolerance", "eager", "ok")
+        trials = _table("correctness trials: rel-L2 error vs the fp64 reference (worst output); eager = the reference in the problem's own dtypes",
+                        "seed", "inputs", "sizes", "kernels", "rel-L2", "tol", "eager", "ok", no_wrap=True)
         for trial in result.trials:
             sizes = "x".join(str(v) for v in trial.sizes.values())
             if not trial.outputs:
@@ -41,8 +41,8 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
             worst = max(trial.outputs, key=lambda o: o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300))
             native = worst.reference_dtype_rel_l2_error
             trials.add_row(
-                str(trial.seed), trial.distribution, sizes, str(trial.launches), f"{worst.rel_l2_error:.2e}",
-                f"{worst.tolerance_rel_l2:.0e}", "-" if native is None else f"{native:.2e}",
+                str(trial.seed), trial.distribution.replace("accumulation_probe", "accum_probe"), sizes, str(trial.launches), f"{worst.rel_l2_error:.1e}",
+                f"{worst.tolerance_rel_l2:.0e}", "-" if native is None else f"{native:.1e}",
                 "[green]yes[/]" if trial.passed else "[red]no[/]",
             )
         console.print(trials)
@@ -61,10 +61,10 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
     console.print(verdict_line(result), highlight=False, soft_wrap=True)
 
 
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+def _table(title: str, *columns: str, no_wrap: bool = False) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="ellipsis" if no_wrap else "fold", no_wrap=no_wrap)
     return table
 
 
