@@ -28,10 +28,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.result import RejectionClass, ResultModel, StageResult, StageStatus, Trial
-
-#: Distributions that exist to expose low-precision accumulation.
-PROBE_DISTRIBUTIONS = ("accumulation_probe", "zipf_ids", "repeated_id")
 
 
 class ChildRequest(BaseModel):
@@ -255,13 +253,10 @@ class _Evaluation:
         return value
 
     def _inputs(self, problem, seed: int, distribution: str) -> list[Any]:
-        from kgen.evals.input_distributions import apply_distribution
+        from kgen.evals.input_distributions import apply_distribution, distribution_generator
 
-        torch = self.torch
-        torch.manual_seed(seed)
-        inputs = problem.get_inputs()
-        generator = torch.Generator().manual_seed(seed + 1)
-        inputs = apply_distribution(distribution, inputs, generator)
+        self.torch.manual_seed(seed)
+        inputs = apply_distribution(distribution, problem.get_inputs(), distribution_generator(seed, distribution))
         return [self._to_device(x) for x in inputs]
 
     def _models(self, problem, seed: int):
