@@ -82,3 +82,15 @@ def test_unknown_target_is_bad_usage():
     options = EvalOptions(device="cpu", targets=["h900x"])
     with pytest.raises(UsageError, match="h900x"):
         evaluate(RELU, CANDIDATES / "relu_kernelbench_solution.py", options)
+
+
+def test_cross_compile_uses_the_default_sizes_without_allocating_them():
+    # The KernelBench ReLU's default input is 4096 x 393216 fp32 (6 GB): the launch at those
+    # sizes is recorded on storage-less tensors, then compiled for the target.
+    options = EvalOptions(device="cpu", n_seeds=1, timeout_s=120, targets=["h100"], distributions=False)
+    result = evaluate(RELU, CANDIDATES / "relu_kernelbench_solution.py", options)
+    assert result.passed, result.reason
+    compile_stage = result.stage("compile")
+    assert compile_stage is not None and "batch_size=4096, dim=393216" in compile_stage.message
+    (kernel,) = result.kernels
+    assert kernel.target == "h100" and kernel.ok and kernel.registers > 0
