@@ -46,6 +46,8 @@ class EvalOptions(BaseModel):
     distributions: bool = True
     #: train a small model with the candidate's gradient (backward problems)
     train_check: bool = False
+    #: after verification, time the candidate, eager and torch.compile at the default sizes (GPU)
+    bench: bool = False
     keep_workdir: bool = False
 
 
@@ -130,6 +132,8 @@ def evaluate(
             targets=targets,
             compile_sizes=dict(info.sizes) if targets else None,
             train_check=options.train_check,
+            bench=options.bench,
+            bench_sizes=dict(info.sizes),
             workdir=str(box),
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
@@ -166,6 +170,7 @@ def evaluate(
         skipped=report.skipped,
         kernels=report.kernels,
         train_check=report.train_check,
+        bench=report.bench,
         kgen_version=kgen.__version__,
     )
     _apply_outcome(result, report, outcome, options.timeout_s)

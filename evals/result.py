@@ -119,6 +119,8 @@ class EvalResult(ResultModel):
     kernels: list[KernelReport] = Field(default_factory=list)
     #: the training check's loss curves and verdict, when it ran
     train_check: dict[str, Any] | None = None
+    #: timings at the default sizes (candidate, eager, torch.compile), speed-of-light; GPU only
+    bench: dict[str, Any] | None = None
     seconds: float = 0.0
     kgen_version: str = ""
 

@@ -148,6 +148,9 @@ def eval_command(
         bool,
         typer.Option(help="Run the input distributions beyond 'normal' (magnitudes, precision probes, skewed ids)."),
     ] = True,
+    bench: Annotated[
+        bool, typer.Option("--bench", help="After verification, time it against eager and torch.compile (GPU).")
+    ] = False,
     small: Annotated[
         bool, typer.Option("--small", help="Use the problem's small size set even on a GPU (a quick check).")
     ] = False,
@@ -165,7 +168,7 @@ def eval_command(
     options = EvalOptions(
         device=device, backend=backend, targets=target or [], seeds=seed or None,
         n_seeds=seeds, timeout_s=timeout, train_check=train_check, distributions=distributions,
-        small_sizes=small,
+        small_sizes=small, bench=bench,
     )
     try:
         progress = None if json_output else (lambda line: err_console.print(f"[dim]{line} …[/]", soft_wrap=True))

@@ -57,7 +57,8 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
                 _opt(k.num_stages), "[green]yes[/]" if k.ok else f"[red]no[/] {k.error or ''}",
             )
         console.print(kernels)
-    console.print("timing: not measured by `kgen eval` (kgen reports only measured figures, and only from a GPU)")
+    if result.bench is None:
+        console.print("timing: not measured (`--bench` on a GPU measures it; kgen reports only measured figures)")
     console.print(verdict_line(result), highlight=False, soft_wrap=True)
 
 
