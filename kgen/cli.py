@@ -184,6 +184,83 @@ def eval_command(
     raise typer.Exit(0 if result.passed else 1)
 
 
+@app.command("bench")
+def bench_command(
+    suite: Annotated[
+        Path | None,
+        typer.Argument(help="A folder of problem files (a KernelBench level folder works). Default: the catalog."),
+    ] = None,
+    candidates: Annotated[
+        Path | None,
+        typer.Option(help="Folder of candidates named after their problems. Default: the shipped seed kernels."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Where suite.json, suite.csv, suite.md and suite.svg go.")] = Path("kgen-bench"),
+    device: Annotated[str, typer.Option(help="auto (GPU if present), cpu (verification only), cuda.")] = "auto",
+    no_verify: Annotated[
+        bool,
+        typer.Option("--no-verify", help="Quick check only (one seed, normal inputs) before timing; on a CPU: nothing to run."),
+    ] = False,
+    small: Annotated[bool, typer.Option("--small", help="Verify at the small size sets (timing stays at the default sizes).")] = False,
+    timeout: Annotated[float, typer.Option(help="Time limit per candidate, seconds.", min=1)] = 600.0,
+) -> None:
+    """Verify and time a suite of problems; report fast_p, geomean speedups and %SOL.
+
+    Every candidate goes through the verifier first; only verified kernels are timed
+    (on a GPU, against eager PyTorch and torch.compile, the same way, in the same process).
+    """
+    import datetime
+    import shlex
+
+    from kgen.evals.harness import EvalOptions, UsageError, evaluate, resolve_device
+    from kgen.evals.problem import ProblemError
+    from kgen.evals.suites import (
+        discover_suite,
+        find_candidate,
+        row_from_result,
+        summarize,
+        write_suite_outputs,
+    )
+    from kgen.knowledge_base import SEED_KERNELS_DIR
+
+    if device not in ("auto", "cpu", "cuda"):
+        fail_usage(f"--device must be auto, cpu or cuda, not '{device}'")
+    if suite is not None and not suite.is_dir():
+        fail_usage(f"suite folder not found: {suite}")
+    candidates = candidates or SEED_KERNELS_DIR / "triton"
+    if not candidates.is_dir():
+        fail_usage(f"candidates folder not found: {candidates}")
+    try:
+        resolved = resolve_device(device)
+        infos = discover_suite(suite)
+    except (UsageError, ProblemError, FileNotFoundError) as exc:
+        fail_usage(str(exc.args[0] if exc.args else exc))
+    if not infos:
+        fail_usage(f"no problem files in {suite}")
+    if resolved != "cuda":
+        err_console.print("timings need a GPU: running verification only (Triton interpreter)", highlight=False)
+        if no_verify:
+            fail_usage("--no-verify on a machine without a GPU leaves nothing to run")
+    options = EvalOptions(
+        device=resolved, bench=resolved == "cuda", small_sizes=small or resolved == "cpu", timeout_s=timeout,
+        n_seeds=1 if no_verify else 3, distributions=not no_verify,
+    )
+    rows = []
+    for number, info in enumerate(infos, 1):
+        candidate = find_candidate(info, candidates)
+        result = None
+        if candidate is not None:
+            err_console.print(f"[dim][{number}/{len(infos)}] {info.name} ← {candidate.name} …[/]", highlight=False)
+            result = evaluate(info.path, candidate, options)
+        row = row_from_result(result, info, candidate)
+        rows.append(row)
+        console.print(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}", highlight=False)
+    summary = summarize(rows)
+    command = "kgen bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
+    console.print((out / "suite.md").read_text() if (out / "suite.md").exists() else "")
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)
+
+
 def _usage_json(message: str) -> str:
     import json
 
