@@ -81,3 +81,25 @@ def test_bad_usage_with_json_prints_json_too():
     out = kgen("eval", RELU, "missing.py", "--json")
     assert out.returncode == 2
     assert json.loads(out.stdout) == {"verdict": "bad_usage", "reason": "candidate file not found: missing.py"}
+
+
+def test_bench_without_a_gpu_verifies_and_writes_its_outputs(tmp_path):
+    suite, candidates, out = tmp_path / "suite", tmp_path / "candidates", tmp_path / "out"
+    suite.mkdir()
+    candidates.mkdir()
+    (suite / "relu_kernelbench.py").write_text(Path(RELU).read_text())
+    (candidates / "relu_kernelbench.py").write_text((CANDIDATES / "relu_kernelbench_solution.py").read_text())
+    (suite / "no_candidate.py").write_text(Path(RELU).read_text())
+    result = kgen("bench", str(suite), "--candidates", str(candidates), "--out", str(out), "--device", "cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "timings need a GPU" in result.stderr
+    report = json.loads((out / "suite.json").read_text())
+    verdicts = {row["problem"]: row["verdict"] for row in report["rows"]}
+    assert verdicts == {"relu_kernelbench": "passed", "no_candidate": "missing"}
+    assert report["summary"]["fast_p_vs_eager"]["0"] == 0.5  # one of two problems correct
+    assert {p.name for p in out.iterdir()} == {"suite.json", "suite.csv", "suite.md", "suite.svg"}
+
+
+def test_bench_with_a_missing_suite_is_bad_usage(tmp_path):
+    out = kgen("bench", str(tmp_path / "nowhere"))
+    assert out.returncode == 2 and "suite folder not found" in out.stderr
