@@ -610,6 +610,7 @@ class _Evaluation:
         """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
         problem's default sizes; judge the figures before reporting them."""
         from kgen.backends.targets import UnknownTargetError, resolve_target
+        from kgen.evals.baselines import BaselineUnavailable, liger_baseline
         from kgen.evals.compare import compare_output, failure_of, flatten_outputs
         from kgen.evals.problem import load_problem
         from kgen.evals.sol import faster_than_light, speed_of_light, with_measurement
@@ -648,12 +649,16 @@ class _Evaluation:
             failure = failure_of(comparisons)
             if failure is not None:
                 raise Rejected(RejectionClass.STALE_OUTPUT, f"the output of a timed call is wrong: {failure}")
-            for name, fn in (("eager", reference), ("torch.compile", torch.compile(reference))):
+            baselines: list[tuple[str, Any]] = [("eager", reference), ("torch.compile", torch.compile(reference))]
+            try:
+                baselines.append(("liger", liger_baseline(problem)))
+            except BaselineUnavailable as exc:
+                errors["liger"] = f"not measured: {exc}"
+            for name, fn in baselines:
                 try:
                     measurements[name] = time_on_gpu(fn, input_sets, budget_s=2.0).model_dump()
                 except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
                     errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            errors["liger"] = "not measured: no Liger baseline wired for this problem yet"
         if any(flag.startswith("timer_patched") for flag in result.flags):
             raise Rejected(RejectionClass.TIMING_ATTACK, f"the timers were tampered with: {'; '.join(result.flags)}")
         if any(flag.startswith("deferred_work") for flag in result.flags):
