@@ -409,7 +409,7 @@ def render_svg(rows: Sequence[SuiteRow], summary: SuiteSummary, command: str = "
     lo_val, hi_val = min(min(speedups), 1.0), max(max(speedups), 1.0)
     lo = max([t for t in _TICKS if t <= lo_val / 1.2] or [_TICKS[0]])
     hi = min([t for t in _TICKS if t >= hi_val * 1.2] or [_TICKS[-1]])
-    label_w, sp_x0, sp_x1, sol_x0, sol_x1 = 230, 250, 690, 740, 940
+    label_w, sp_x0, sp_x1, sol_x0, sol_x1 = 270, 290, 715, 765, 955
     width, row_h, top = 1000, 40, 110
     height = top + row_h * len(rows) + 70
 
