@@ -44,10 +44,9 @@ def fingerprint(outputs: Sequence[Any]) -> list[torch.Tensor]:
     prints = []
     for out in outputs:
         if isinstance(out, torch.Tensor) and out.numel():
-            bits = out.detach().reshape(-1)
-            if bits.is_floating_point() or bits.is_complex():
-                bits = torch.nan_to_num(bits.to(torch.float64), nan=1.2345e300)
-            prints.append(bits.to(torch.float64).sum() + (bits.to(torch.float64) * 1.000001).abs().sum())
+            values = out.detach().reshape(-1).to(torch.float64)
+            values = torch.nan_to_num(values, nan=1.2345e300)
+            prints.append(values.sum() + (values * 1.000001).abs().sum())
         else:
             prints.append(torch.zeros((), dtype=torch.float64))
     return prints
@@ -61,6 +60,14 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
         width = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[a.element_size()]
         return torch.equal(a.contiguous().view(width), b.contiguous().view(width))
     return torch.equal(a, b)
+
+
+def same_outputs(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Two calls' outputs: as many, all tensors, each bitwise-equal to its partner."""
+    return len(a) == len(b) and all(
+        isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and same_values(x, y)
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 def call_candidate(

@@ -302,6 +302,12 @@ class _Evaluation:
             )
         return native, ref64
 
+    def _runtime_error(self, exc: BaseException, what: str) -> Rejected:
+        return Rejected(
+            RejectionClass.RUNTIME_ERROR,
+            f"forward raised {_exception_line(exc, self.request.candidate_path)} ({what})",
+        )
+
     def _call(self, candidate, inputs, poison_like, what: str, execute: bool = True):
         from kgen.evals.candidate_call import call_candidate
 
@@ -310,10 +316,7 @@ class _Evaluation:
         )
         self._raise_guard_violation()
         if evidence.error is not None:
-            raise Rejected(
-                RejectionClass.RUNTIME_ERROR,
-                f"forward raised {_exception_line(evidence.error, self.request.candidate_path)} ({what})",
-            )
+            raise self._runtime_error(evidence.error, what)
         if execute and not evidence.launches:
             raise Rejected(RejectionClass.NO_KERNEL_LAUNCH, f"forward launched no {self.backend.name} kernel ({what})")
         if evidence.compute_ops:
@@ -482,16 +485,14 @@ class _Evaluation:
 
     def _ghost_check(self, problem, seed: int) -> None:
         """With its kernel launches switched off, a real candidate's output must change."""
-        from kgen.evals.candidate_call import same_values
+        from kgen.evals.candidate_call import same_outputs
 
         what = f"ghost check, seed {seed}"
         inputs = self._inputs(problem, seed, "normal")
         reference, candidate = self._models(problem, seed)
         real = self._call(candidate, inputs, self.previous_outputs, what)
         ghost = self._call(candidate, inputs, real.outputs, what + ", kernels off", execute=False)
-        if len(ghost.outputs) == len(real.outputs) and all(
-            isinstance(g, self.torch.Tensor) and same_values(g, r) for g, r in zip(ghost.outputs, real.outputs, strict=True)
-        ):
+        if same_outputs(ghost.outputs, real.outputs):
             raise Rejected(
                 RejectionClass.NOT_A_KERNEL,
                 "the output is the same with every kernel launch switched off: the kernels do not compute it "
@@ -500,7 +501,7 @@ class _Evaluation:
 
     def _cache_probe(self, problem, seed: int) -> None:
         """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
-        from kgen.evals.candidate_call import same_values
+        from kgen.evals.candidate_call import clone_value, same_outputs
         from kgen.evals.compare import flatten_outputs
 
         torch = self.torch
@@ -508,27 +509,21 @@ class _Evaluation:
         first = self._inputs(problem, seed, "normal")
         second = self._inputs(problem, seed + 7919, "normal")
         _, candidate = self._models(problem, seed)
-        saved_first = [x.clone() if isinstance(x, torch.Tensor) else x for x in first]
+        saved_first = [clone_value(x) for x in first]
         try:
             with self.guard, torch.no_grad():
-                out_first = [o.clone() if isinstance(o, torch.Tensor) else o for o in flatten_outputs(candidate(*first))]
+                out_first = [clone_value(o) for o in flatten_outputs(candidate(*first))]
                 for buffer, new in zip(first, second, strict=True):
                     if isinstance(buffer, torch.Tensor):
                         buffer.copy_(new)
                 out_second = flatten_outputs(candidate(*first))
         except Exception as exc:  # noqa: BLE001 - untrusted code
             self._raise_guard_violation()
-            raise Rejected(
-                RejectionClass.RUNTIME_ERROR,
-                f"forward raised {_exception_line(exc, self.request.candidate_path)} ({what})",
-            ) from exc
+            raise self._runtime_error(exc, what) from exc
         self._raise_guard_violation()
-        inputs_differ = any(
-            isinstance(a, torch.Tensor) and not same_values(a, b) for a, b in zip(saved_first, second, strict=True)
-        )
-        if inputs_differ and all(
-            isinstance(a, torch.Tensor) and same_values(a, b) for a, b in zip(out_first, out_second, strict=True)
-        ):
+        inputs_differ = not same_outputs([x for x in saved_first if isinstance(x, torch.Tensor)],
+                                         [x for x in second if isinstance(x, torch.Tensor)])
+        if inputs_differ and same_outputs(out_first, out_second):
             raise Rejected(
                 RejectionClass.STALE_OUTPUT,
                 "new values in the same input buffers returned the same output: outputs are cached across "
