@@ -243,3 +243,16 @@ def load_problem(path: str | Path, sizes: Mapping[str, int] | None = None) -> Lo
         raise ProblemError(f"problem {info.name} failed to load: {type(exc).__name__}: {exc}") from exc
     effective = size_constants(ast.parse(ast.unparse(tree)))
     return LoadedProblem(info, module, effective)
+
+
+def input_dtype(info: ProblemInfo) -> str:
+    """The dtype of a problem's floating-point inputs ('bfloat16', 'float32', ...), 'none' if it has
+    none: the knowledge base keeps one best kernel per dtype, so the slot needs it."""
+    import torch
+
+    loaded = load_problem(info.path, info.cpu_sizes())
+    torch.manual_seed(0)
+    for value in loaded.get_inputs():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return str(value.dtype).removeprefix("torch.")
+    return "none"

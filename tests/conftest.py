@@ -1,5 +1,57 @@
-"""CI has no GPU: kernels run in Triton's CPU interpreter, chosen before triton is imported."""
+"""CI has no GPU: kernels run in Triton's CPU interpreter, chosen before triton is imported.
+
+Also the session's real Chroma server on loopback, for knowledge-base tests in both modes."""
 
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory) -> Iterator[str]:
+    """URL of a real Chroma server on loopback, for the whole session."""
+    chroma = shutil.which("chroma")
+    if chroma is None:
+        pytest.fail("the `chroma` command (installed with chromadb) is not on PATH")
+    port = _free_port()
+    data = tmp_path_factory.mktemp("chroma-server")
+    log = open(data / "server.log", "w")
+    process = subprocess.Popen(
+        [chroma, "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import chromadb
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"chroma server did not start: {(data / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()

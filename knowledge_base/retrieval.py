@@ -1,0 +1,142 @@
+"""Retrieval for a spec: the examples and guidance an LLM prompt (or offline tuning) starts from.
+
+Kernels are filtered by backend, then ranked by a score that mixes how close
+the text is (cosine similarity of the hashed embedding), whether the kernel
+solves the very problem asked for, how close its target is (same target, same
+architecture family, other), and how fast it was measured relative to
+``torch.compile``. Kernels of the requested target family come first; other
+families fill the list only when the family has too few, because a Hopper
+kernel is still a better start for an MI300X request than nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, Field
+
+from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, target_family
+from kgen.knowledge_base.store import KnowledgeBase, where_equal
+
+#: score weights: problem match outweighs everything; similarity and speed break ties
+PROBLEM_MATCH, SAME_TARGET, SAME_FAMILY, SPEED = 2.0, 0.3, 0.2, 0.1
+#: candidates fetched from the vector index before re-ranking
+CANDIDATE_POOL = 40
+
+
+class RetrievedKernel(BaseModel):
+    entry: KernelEntry
+    similarity: float
+    score: float
+    why: str
+
+
+class Retrieval(BaseModel):
+    examples: list[RetrievedKernel] = Field(default_factory=list)
+    guidance: list[GuidanceNote] = Field(default_factory=list)
+
+    @property
+    def best(self) -> KernelEntry | None:
+        """The offline starting point: the top example for the exact problem, if any."""
+        return self.examples[0].entry if self.examples else None
+
+
+def _speed_bonus(entry: KernelEntry) -> float:
+    speedup = entry.timing.speedup_vs_compile
+    if speedup is None or speedup <= 0:
+        return 0.0
+    # log scale, capped: 2x over torch.compile is worth a bit, 100x is not worth 50 times more
+    return SPEED * max(-1.0, min(1.0, math.log2(speedup) / 2))
+
+
+def _score(entry: KernelEntry, similarity: float, problem: str | None, target: str | None,
+           family: str | None) -> tuple[float, str]:
+    score, why = similarity, [f"similarity {similarity:.2f}"]
+    if problem and entry.problem == problem:
+        score += PROBLEM_MATCH
+        why.append("same problem")
+    if target and entry.target == target:
+        score += SAME_TARGET
+        why.append(f"same target {target}")
+    elif family and entry.target_family == family:
+        score += SAME_FAMILY
+        why.append(f"same family {family}")
+    if entry.role == "best":
+        score += 0.05
+    # speed ranks kernels that are about as close; it must not lift an unrelated fast kernel
+    bonus = _speed_bonus(entry) * max(similarity, 0.0)
+    if bonus:
+        score += bonus
+        why.append(f"{entry.timing.speedup_vs_compile:.2f}x vs torch.compile")
+    return score, ", ".join(why)
+
+
+def search_kernels(
+    kb: KnowledgeBase,
+    text: str,
+    *,
+    backend: str | None = None,
+    target: str | None = None,
+    problem: str | None = None,
+    dtype: str | None = None,
+    n: int = 5,
+) -> list[RetrievedKernel]:
+    """Ranked kernels for a request; the exact problem's kernels are always considered."""
+    family = target_family(target) if target else None
+    pool: dict[str, tuple[KernelEntry, float]] = {}
+    for entry, similarity in kb.query_kernels(
+        text, where=where_equal(backend=backend), n=max(CANDIDATE_POOL, n)
+    ):
+        pool[entry.id] = (entry, similarity)
+    if problem:
+        # the vector index may rank the asked-for problem's kernels low (few words in common
+        # with a terse request); fetch them by metadata so they are never missed
+        for entry, similarity in kb.query_kernels(
+            text, where=where_equal(backend=backend, problem=problem), n=CANDIDATE_POOL
+        ):
+            pool[entry.id] = (entry, similarity)
+    ranked: list[RetrievedKernel] = []
+    for entry, similarity in pool.values():
+        if dtype and entry.dtype != dtype and entry.problem == problem:
+            similarity -= 0.1  # a kernel for another dtype of the same problem is a weaker start
+        score, why = _score(entry, similarity, problem, target, family)
+        ranked.append(RetrievedKernel(entry=entry, similarity=similarity, score=score, why=why))
+    ranked.sort(key=lambda r: r.score, reverse=True)
+    if family:
+        in_family = [r for r in ranked if r.entry.target_family == family]
+        others = [r for r in ranked if r.entry.target_family != family]
+        ranked = in_family + others
+    return ranked[:n]
+
+
+def applicable_guidance(kb: KnowledgeBase, text: str, *, backend: str, target: str,
+                        limit: int = 6) -> list[GuidanceNote]:
+    """Notes for this backend and target: the verification rules first (they decide what is
+    accepted), then the notes written for this very target, then the rest by relevance."""
+    scored = [
+        (note, similarity) for note, similarity in kb.query_guidance(text)
+        if note.applies_to(backend, target)
+    ]
+    scored.sort(key=lambda pair: (
+        "verification" not in pair[0].topics, target not in pair[0].targets, -pair[1]))
+    return [note for note, _ in scored[:limit]]
+
+
+def retrieve(
+    kb: KnowledgeBase,
+    text: str,
+    *,
+    backend: str,
+    target: str,
+    problem: str | None = None,
+    dtype: str | None = None,
+    n_examples: int = 3,
+    n_guidance: int = 6,
+) -> Retrieval:
+    """What the agent puts in a prompt for one (spec, target)."""
+    return Retrieval(
+        examples=search_kernels(
+            kb, text, backend=backend, target=target, problem=problem, dtype=dtype, n=n_examples
+        ),
+        guidance=applicable_guidance(kb, text, backend=backend, target=target, limit=n_guidance),
+    )

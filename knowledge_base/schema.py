@@ -1,0 +1,218 @@
+"""What the knowledge base holds: verified kernels with their evidence, and guidance notes.
+
+A :class:`KernelEntry` is the unit of export/import and of Chroma storage. In
+Chroma, the kernel's source is the document, the fields kgen filters on
+(problem, backend, target, dtype, role, timing) are flat metadata, and the
+whole entry minus its source is one JSON metadata field, so every field
+round-trips exactly whatever Chroma's metadata types allow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: "best": the fastest verified kernel of its (problem, backend, target, dtype);
+#: "stepping_stone": best of its generation once, kept so evolution can branch from it
+KernelRole = Literal["best", "stepping_stone"]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def target_family(target: str) -> str:
+    """The architecture family retrieval groups targets by: 'hopper', 'cdna-3', ...; 'any' if unknown."""
+    from kgen.backends.targets import UnknownTargetError, resolve_target
+
+    try:
+        architecture = resolve_target(target).architecture
+    except UnknownTargetError:
+        return "any"
+    return re.sub(r"[^a-z0-9]+", "-", architecture.lower()).strip("-")
+
+
+class VerificationSummary(BaseModel):
+    """How the kernel was verified: enough for a reader to judge the claim 'correct'."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["passed"] = "passed"
+    device: str
+    seeds: list[int] = Field(default_factory=list)
+    shapes: list[dict[str, int]] = Field(default_factory=list)
+    distributions: list[str] = Field(default_factory=list)
+    checks_passed: list[str] = Field(default_factory=list)
+    trials: int = 0
+    max_rel_l2_error: float | None = None
+    train_check: Literal["passed", "not_run"] = "not_run"
+    #: targets the kernel cross-compiled for during verification
+    compiled_for: list[str] = Field(default_factory=list)
+    kgen_version: str = ""
+
+
+class Timing(BaseModel):
+    """Measured on a GPU by kgen's timing stage; all None when verification ran on a CPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device_name: str = ""
+    time_ms: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    pct_of_sol: float | None = None
+    achieved_tbs: float | None = None
+    achieved_tflops: float | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.time_ms is not None
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: who wrote it: "seed", "offline-mutation", or a model string such as "openai:gpt-5"
+    model: str
+    run_id: str = ""
+    parent_ids: list[str] = Field(default_factory=list)
+    generation: int | None = None
+    created: str = Field(default_factory=utc_now)
+
+
+class KernelEntry(BaseModel):
+    """One verified kernel for one (problem, backend, target, dtype)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    source: str
+    spec_text: str
+    problem: str
+    operation: str
+    backend: str
+    target: str
+    target_family: str
+    dtype: str
+    shapes: dict[str, int] = Field(default_factory=dict)
+    evidence: VerificationSummary
+    timing: Timing = Field(default_factory=Timing)
+    provenance: Provenance
+    code_hash: str
+    role: KernelRole = "best"
+
+    @property
+    def slot(self) -> tuple[str, str, str, str]:
+        """The key the store keeps one best kernel for."""
+        return (self.problem, self.backend, self.target, self.dtype)
+
+    def search_text(self) -> str:
+        """What the embedding sees: the spec and names, then the code's own names and summary.
+
+        Not the whole source: a request is a few words, and a hundred lines of loads and
+        stores would drown them in every kernel alike."""
+        return "\n".join(
+            [self.spec_text, self.problem, self.operation, self.backend, self.target,
+             self.target_family, self.dtype, code_outline(self.source)]
+        )
+
+    def summary_line(self) -> str:
+        timing = self.timing
+        if timing.measured:
+            speed = f"{timing.time_ms:.4g} ms"
+            if timing.speedup_vs_compile is not None:
+                speed += f", {timing.speedup_vs_compile:.2f}x vs torch.compile"
+            if timing.pct_of_sol is not None:
+                speed += f", {timing.pct_of_sol:.0f}% SOL"
+            speed += f" on {timing.device_name or self.target}"
+        else:
+            speed = "not timed (verified on CPU)"
+        return f"{self.problem} [{self.backend}, {self.target}, {self.dtype}] {speed}"
+
+
+def code_outline(source: str) -> str:
+    """The module docstring's first paragraph and the names of its functions and classes."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    doc = (ast.get_docstring(tree) or "").split("\n\n")[0]
+    names = [
+        node.name for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("forward", "__init__")
+    ]
+    return "\n".join([doc, " ".join(names)])
+
+
+def kernel_id(code_hash: str, problem: str, backend: str, target: str, dtype: str) -> str:
+    """Deterministic: the same code for the same slot always gets the same id, so concurrent
+    writers of one kernel converge on one record instead of duplicating it."""
+    key = "|".join((code_hash, problem, backend, target, dtype))
+    return "k-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+class GuidanceNote(BaseModel):
+    """A hardware / backend / correctness note from ``knowledge_base/guidance/*.md``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    title: str
+    backends: list[str]
+    targets: list[str]
+    topics: list[str] = Field(default_factory=list)
+    text: str
+
+    def applies_to(self, backend: str, target: str) -> bool:
+        backend_ok = "all" in self.backends or backend in self.backends
+        target_ok = "all" in self.targets or target in self.targets
+        return backend_ok and target_ok
+
+
+def scalar_metadata(entry: KernelEntry) -> dict[str, Any]:
+    """The flat fields Chroma filters on; None values are left out (Chroma rejects them)."""
+    fields: dict[str, Any] = {
+        "problem": entry.problem,
+        "operation": entry.operation,
+        "backend": entry.backend,
+        "target": entry.target,
+        "target_family": entry.target_family,
+        "dtype": entry.dtype,
+        "role": entry.role,
+        "code_hash": entry.code_hash,
+        "model": entry.provenance.model,
+        "run_id": entry.provenance.run_id,
+        "created": entry.provenance.created,
+        "time_ms": entry.timing.time_ms,
+        "speedup_vs_compile": entry.timing.speedup_vs_compile,
+        "pct_of_sol": entry.timing.pct_of_sol,
+        "entry_json": entry.model_dump_json(exclude={"source"}),
+    }
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def entry_from_record(source: str, metadata: dict[str, Any]) -> KernelEntry:
+    return KernelEntry.model_validate({**json.loads(metadata["entry_json"]), "source": source})
+
+
+def guidance_metadata(note: GuidanceNote) -> dict[str, Any]:
+    return {
+        "title": note.title,
+        "backends": ",".join(note.backends),
+        "targets": ",".join(note.targets),
+        "topics": ",".join(note.topics),
+        "note_json": note.model_dump_json(exclude={"text"}),
+    }
+
+
+def note_from_record(text: str, metadata: dict[str, Any]) -> GuidanceNote:
+    return GuidanceNote.model_validate({**json.loads(metadata["note_json"]), "text": text})

@@ -1,0 +1,220 @@
+"""Writing verified kernels back: only what passed, once per code, the best per slot.
+
+The policy per slot (problem, backend, target, dtype):
+
+* a kernel that did not pass full verification is refused (``NotVerifiedError``);
+* the same code (normalised hash) is stored once: a second sighting only
+  improves the record's timing if it measured faster;
+* the fastest measured kernel is the slot's ``best``; a previous best becomes
+  a ``stepping_stone`` (it was best of its generation once);
+* a kernel that is not the best is kept as a stepping stone only when the run
+  says it was the best of its generation; otherwise it is not stored;
+* without timings (a CPU run) nothing can be called faster: the first kernel of
+  an empty slot becomes its best, later ones follow the generation rule.
+
+``prune`` trims each slot to its best plus the most recent stepping stones and
+repairs slots that two writers on a shared server both claimed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Literal
+
+from pydantic import BaseModel
+
+from kgen.evals.result import EvalResult, StageStatus
+from kgen.knowledge_base.code_hash import normalised_code_hash
+from kgen.knowledge_base.schema import (
+    KernelEntry,
+    Provenance,
+    Timing,
+    VerificationSummary,
+    kernel_id,
+    target_family,
+)
+from kgen.knowledge_base.store import KnowledgeBase, where_equal
+
+#: stepping stones kept per slot by ``prune`` unless told otherwise
+DEFAULT_STEPPING_STONES = 5
+
+
+class NotVerifiedError(ValueError):
+    """Only fully verified kernels enter the knowledge base."""
+
+
+class WriteOutcome(BaseModel):
+    id: str
+    action: Literal["added_best", "added_stepping_stone", "improved_timing", "duplicate", "skipped"]
+    reason: str = ""
+
+
+def summarise_verification(result: EvalResult) -> VerificationSummary:
+    """The evidence a reader needs: seeds, shapes, distributions and the checks that passed."""
+    if not result.passed:
+        why = result.rejection.value if result.rejection is not None else "not passed"
+        raise NotVerifiedError(f"kernel was rejected ({why}): {result.reason}")
+    failed = [s.name for s in result.stages if s.status is StageStatus.FAILED]
+    if failed or not result.trials:
+        raise NotVerifiedError(
+            "kernel lacks full verification evidence "
+            f"({'failed stages: ' + ', '.join(failed) if failed else 'no trials ran'})"
+        )
+    shapes: list[dict[str, int]] = []
+    for trial in result.trials:
+        if trial.sizes not in shapes:
+            shapes.append(dict(trial.sizes))
+    errors = [o.rel_l2_error for t in result.trials for o in t.outputs]
+    train = result.train_check or {}
+    return VerificationSummary(
+        device=result.device,
+        seeds=sorted({t.seed for t in result.trials}),
+        shapes=shapes,
+        distributions=sorted({t.distribution for t in result.trials}),
+        checks_passed=[s.name for s in result.stages if s.status is StageStatus.PASSED],
+        trials=len(result.trials),
+        max_rel_l2_error=max(errors) if errors else None,
+        train_check="passed" if train.get("passed") else "not_run",
+        compiled_for=list(result.targets),
+        kgen_version=result.kgen_version,
+    )
+
+
+def timing_from_result(result: EvalResult) -> Timing:
+    """The timing stage's figures (GPU only); an empty Timing when none were measured."""
+    if not isinstance(result.bench, dict):
+        return Timing()
+    from kgen.evals.catalog import resolve_problem
+    from kgen.evals.suites import row_from_result
+
+    row = row_from_result(result, resolve_problem(result.problem_path), result.candidate)
+    return Timing(
+        device_name=row.device_name,
+        time_ms=row.candidate_ms,
+        eager_ms=row.eager_ms,
+        compile_ms=row.compile_ms,
+        speedup_vs_eager=row.speedup_vs_eager,
+        speedup_vs_compile=row.speedup_vs_compile,
+        pct_of_sol=row.pct_of_sol,
+        achieved_tbs=row.achieved_tbs,
+        achieved_tflops=row.achieved_tflops,
+    )
+
+
+def entry_from_result(
+    result: EvalResult,
+    source: str,
+    *,
+    spec_text: str,
+    target: str,
+    dtype: str,
+    provenance: Provenance,
+    operation: str = "",
+    shapes: dict[str, int] | None = None,
+) -> KernelEntry:
+    """A knowledge-base entry for a kernel that passed; raises NotVerifiedError otherwise."""
+    evidence = summarise_verification(result)
+    code_hash = normalised_code_hash(source)
+    return KernelEntry(
+        id=kernel_id(code_hash, result.problem, result.backend, target, dtype),
+        source=source,
+        spec_text=spec_text,
+        problem=result.problem,
+        operation=operation or result.problem.replace("_", " "),
+        backend=result.backend,
+        target=target,
+        target_family=target_family(target),
+        dtype=dtype,
+        shapes=dict(shapes or {}),
+        evidence=evidence,
+        timing=timing_from_result(result),
+        provenance=provenance,
+        code_hash=code_hash,
+    )
+
+
+def _faster(a: Timing, b: Timing) -> bool:
+    """Strictly faster by measurement; unmeasured never beats anything."""
+    return a.time_ms is not None and (b.time_ms is None or a.time_ms < b.time_ms)
+
+
+def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: bool = True) -> WriteOutcome:
+    """Apply the write-back policy for one verified kernel (see the module docstring)."""
+    if entry.evidence.verdict != "passed":
+        raise NotVerifiedError(f"{entry.id}: only verified kernels are stored")
+    with kb.write_lock():
+        problem, backend, target, dtype = entry.slot
+        slot = kb.kernels(where_equal(problem=problem, backend=backend, target=target, dtype=dtype))
+        same = next((e for e in slot if e.code_hash == entry.code_hash), None)
+        if same is not None:
+            if _faster(entry.timing, same.timing):
+                kb.put_kernels([same.model_copy(update={"timing": entry.timing})])
+                settle_best(kb, problem, backend, target, dtype)
+                return WriteOutcome(id=same.id, action="improved_timing")
+            return WriteOutcome(id=same.id, action="duplicate", reason="same code already stored")
+        best = next((e for e in slot if e.role == "best"), None)
+        if best is None or _faster(entry.timing, best.timing):
+            demoted = [] if best is None else [best.model_copy(update={"role": "stepping_stone"})]
+            kb.put_kernels([*demoted, entry.model_copy(update={"role": "best"})])
+            return WriteOutcome(id=entry.id, action="added_best")
+        if generation_best:
+            kb.put_kernels([entry.model_copy(update={"role": "stepping_stone"})])
+            return WriteOutcome(id=entry.id, action="added_stepping_stone")
+        return WriteOutcome(
+            id=entry.id, action="skipped",
+            reason="not faster than the slot's best and not the best of its generation",
+        )
+
+
+def settle_best(kb: KnowledgeBase, problem: str, backend: str, target: str, dtype: str) -> None:
+    """Make exactly one kernel of the slot its best: the fastest measured, else the current one."""
+    slot = kb.kernels(where_equal(problem=problem, backend=backend, target=target, dtype=dtype))
+    if not slot:
+        return
+    ranked = sorted(
+        slot,
+        key=lambda e: (
+            e.timing.time_ms is None,
+            e.timing.time_ms if e.timing.time_ms is not None else 0.0,
+            e.role != "best",
+            e.provenance.created,
+        ),
+    )
+    changed = [
+        e.model_copy(update={"role": "best" if i == 0 else "stepping_stone"})
+        for i, e in enumerate(ranked)
+        if e.role != ("best" if i == 0 else "stepping_stone")
+    ]
+    if changed:
+        kb.put_kernels(changed)
+
+
+class PruneReport(BaseModel):
+    slots: int
+    removed: list[str]
+    kept: int
+
+
+def prune(kb: KnowledgeBase, *, keep_stepping_stones: int = DEFAULT_STEPPING_STONES,
+          dry_run: bool = False) -> PruneReport:
+    """Keep each slot's best plus its newest stepping stones; one best per slot."""
+    with kb.write_lock():
+        slots: dict[tuple[str, str, str, str], list[KernelEntry]] = defaultdict(list)
+        for entry in kb.kernels():
+            slots[entry.slot].append(entry)
+        removed: list[str] = []
+        for key, entries in slots.items():
+            if not dry_run:
+                settle_best(kb, *key)
+                entries = kb.kernels(
+                    where_equal(problem=key[0], backend=key[1], target=key[2], dtype=key[3])
+                )
+            stones = sorted(
+                (e for e in entries if e.role != "best"),
+                key=lambda e: e.provenance.created, reverse=True,
+            )
+            removed += [e.id for e in stones[keep_stepping_stones:]]
+        if removed and not dry_run:
+            kb.delete_kernels(removed)
+        total = sum(len(v) for v in slots.values())
+        return PruneReport(slots=len(slots), removed=removed, kept=total - len(removed))
