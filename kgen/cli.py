@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from kgen.kb_cli import kb_app
+from kgen.terminal import console, err_console, fail_usage
 
 app = typer.Typer(
     name="kgen",
@@ -38,14 +40,7 @@ app = typer.Typer(
 )
 problems_app = typer.Typer(help="The problem catalog (KernelBench format).", no_args_is_help=True)
 app.add_typer(problems_app, name="problems")
-
-console = Console()
-err_console = Console(stderr=True)
-
-
-def fail_usage(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+app.add_typer(kb_app, name="kb")
 
 
 @problems_app.command("list")
@@ -261,6 +256,74 @@ def bench_command(
     console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)
 
 
+@app.command("doctor")
+def doctor_command(
+    json_output: Annotated[bool, typer.Option("--json", help="Print the diagnosis as JSON.")] = False,
+) -> None:
+    """Check this machine and configuration: GPU, packages, API keys, knowledge base, and what a run will do."""
+    from kgen.doctor import collect_diagnosis, render_diagnosis
+    from kgen.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        fail_usage(str(exc))
+    diagnosis = collect_diagnosis(settings)
+    if json_output:
+        print(diagnosis.model_dump_json(indent=2))
+    else:
+        render_diagnosis(diagnosis, console)
+
+
+@app.command("config")
+def config_command(
+    default: Annotated[
+        bool, typer.Option("--default", help="Print the default config file, every option documented.")
+    ] = False,
+    path: Annotated[bool, typer.Option("--path", help="Print the config file's path.")] = False,
+) -> None:
+    """Show the effective settings and where each value came from (default, config file, env, flag).
+
+    Start a config file with: kgen config --default > "$(kgen config --path)"
+    """
+    from rich import box
+    from rich.text import Text
+
+    from kgen.settings import (
+        SettingsError,
+        config_file_path,
+        default_config_text,
+        describe_settings,
+        load_settings,
+    )
+
+    if default and path:
+        fail_usage("--default and --path are alternatives; give one")
+    if default:
+        sys.stdout.write(default_config_text())
+        return
+    if path:
+        print(config_file_path())
+        return
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        fail_usage(str(exc))
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("option", "value", "source"):
+        table.add_column(column, overflow="fold")
+    file = config_file_path()
+    for name, value, source in describe_settings(settings):
+        source = source.removesuffix(f" {file}")  # the path is printed once, below
+        table.add_row(Text(name), Text(value), Text(source, style="dim" if source == "default" else ""))
+    console.print(table)
+    console.print(
+        Text(f"config file: {file}" + ("" if file.is_file() else " (not present)") + "\n"
+             "Set an option there, as KGEN_<OPTION> in the environment, or with a flag. "
+             "Every option, documented: kgen config --default")
+    )
+
+
 def _usage_json(message: str) -> str:
     import json
 
@@ -268,8 +331,14 @@ def _usage_json(message: str) -> str:
 
 
 def main() -> None:
+    from kgen.knowledge_base.errors import KnowledgeBaseError
+
     try:
         app()
+    except KnowledgeBaseError as exc:
+        # a store that fails mid-command (server gone, lock held): one line, exit 2
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)

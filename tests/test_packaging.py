@@ -36,11 +36,20 @@ def test_every_package_folder_is_in_the_wheel_under_kgen(wheel_names):
     assert not any(name.split("/")[0] in {"agent", "backends", "evals", "prompts", "tests"} for name in wheel_names)
 
 
-def test_wheel_carries_problems_and_seed_kernels(wheel_names):
+def test_wheel_carries_problems_seed_kernels_guidance_prompts_and_config(wheel_names):
     for path in (ROOT / "evals" / "problems").glob("*.py"):
         assert f"kgen/evals/problems/{path.name}" in wheel_names
-    for path in (ROOT / "knowledge_base" / "seed_kernels").rglob("*.py"):
+    shipped = [
+        *(ROOT / "knowledge_base" / "seed_kernels").rglob("*.py"),
+        *(ROOT / "knowledge_base" / "seed_kernels").rglob("*.json"),
+        *(ROOT / "knowledge_base" / "guidance").glob("*.md"),
+    ]
+    assert len(shipped) > 10
+    for path in shipped:
         assert f"kgen/knowledge_base/{path.relative_to(ROOT / 'knowledge_base').as_posix()}" in wheel_names
+    for path in (ROOT / "prompts").glob("*.j2"):
+        assert f"kgen/prompts/{path.name}" in wheel_names
+    assert "kgen/default_config.toml" in wheel_names
 
 
 def test_console_script_is_declared(wheel, wheel_names):

@@ -1,0 +1,372 @@
+"""`kgen doctor`: what this machine and configuration give kgen, and what a run will do here.
+
+Doctor is what a person runs when something is off, so it must never be the
+thing that breaks: every probe catches its own failure and turns it into a
+line of the report. It never prints an API key, only whether one is present
+and where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+
+from kgen.settings import Settings
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+T = TypeVar("T")
+
+#: distribution names whose versions matter to kgen, in the order the report lists them
+PACKAGES: tuple[str, ...] = (
+    "torch", "triton", "nvidia-cutlass-dsl", "chromadb", "langgraph", "openai", "anthropic",
+)
+#: provider -> the environment variable its SDK reads, and the settings field that can hold a key
+PROVIDER_KEYS: dict[str, tuple[str, str]] = {
+    "openai": ("OPENAI_API_KEY", "openai_api_key"),
+    "anthropic": ("ANTHROPIC_API_KEY", "anthropic_api_key"),
+}
+_PROVIDER_NAMES = {"openai": "an OpenAI", "anthropic": "an Anthropic"}
+KeyStatus = Literal["yes (env)", "yes (config)", "yes (flag)", "no"]
+#: when no target is configured and no GPU names one
+FALLBACK_TARGET = "h100"
+
+
+class GpuInfo(BaseModel):
+    available: bool = False
+    name: str | None = None
+    #: the CUDA version torch was built with (torch.version.cuda)
+    cuda_version: str | None = None
+    #: the NVIDIA driver's version, from nvidia-smi when it is installed
+    driver_version: str | None = None
+    #: the kgen hardware target the device name resolves to
+    target: str | None = None
+
+
+class KnowledgeBaseInfo(BaseModel):
+    location: str
+    mode: str | None = None
+    #: the embedding function the store was built with
+    embedding: str | None = None
+    exists: bool | None = None
+    kernels: int | None = None
+    guidance: int | None = None
+    problems: int | None = None
+    error: str | None = None
+
+
+class Diagnosis(BaseModel):
+    """Everything `kgen doctor` found; the JSON form of its report. Holds no secrets."""
+
+    python: str
+    kgen_version: str
+    os: str
+    config_file: str
+    config_file_exists: bool
+    gpu: GpuInfo
+    #: distribution name -> installed version, None when not installed
+    packages: dict[str, str | None]
+    #: provider -> whether a key is available to it, and from where
+    provider_keys: dict[str, KeyStatus]
+    models: list[str]
+    backend: str
+    device: str
+    targets: list[str]
+    knowledge_base: KnowledgeBaseInfo
+    #: "what `kgen "..."` will do here", one sentence per line
+    plan: list[str]
+    #: probes that failed and configuration that will not work, one line each
+    issues: list[str] = Field(default_factory=list)
+
+
+def collect_diagnosis(settings: Settings) -> Diagnosis:
+    """Probe the machine and the configuration; never raises for what it finds."""
+    from kgen.settings import config_file_path
+
+    issues: list[str] = []
+    config_file = config_file_path()
+    gpu = _probe("GPU", lambda: _gpu_info(issues), issues, GpuInfo())
+    packages = {name: _package_version(name) for name in PACKAGES}
+    keys = {provider: key_status(settings, provider) for provider in PROVIDER_KEYS}
+    knowledge_base = _probe(
+        "knowledge base", lambda: _knowledge_base_info(settings.kb_location), issues,
+        KnowledgeBaseInfo(location=_safe(lambda: settings.kb_location, "?")),
+    )
+    if knowledge_base.error:
+        issues.append(f"knowledge base: {knowledge_base.error}")
+    targets = _probe("targets", lambda: _run_targets(settings, gpu), issues, [FALLBACK_TARGET])
+    diagnosis = Diagnosis(
+        python=f"{platform.python_implementation()} {platform.python_version()}",
+        kgen_version=_safe(_kgen_version, "unknown"),
+        os=_safe(platform.platform, "unknown"),
+        config_file=str(config_file),
+        config_file_exists=_safe(config_file.is_file, False),
+        gpu=gpu,
+        packages=packages,
+        provider_keys=keys,
+        models=list(settings.models),
+        backend=settings.backend,
+        device=settings.device,
+        targets=targets,
+        knowledge_base=knowledge_base,
+        plan=[],
+        issues=issues,
+    )
+    diagnosis.plan = _probe("plan", lambda: _plan(settings, diagnosis), diagnosis.issues, [])
+    return diagnosis
+
+
+def key_status(settings: Settings, provider: str) -> KeyStatus:
+    """Whether ``provider`` has a key: kgen's own setting first, then the variable its SDK reads."""
+    env_variable, field = PROVIDER_KEYS[provider]
+    if getattr(settings, field) is not None:
+        source = settings.sources.get(field, "")
+        if source.startswith("env"):
+            return "yes (env)"
+        return "yes (flag)" if source == "flag" else "yes (config)"
+    return "yes (env)" if os.environ.get(env_variable, "").strip() else "no"
+
+
+def render_diagnosis(d: Diagnosis, console: Console) -> None:
+    """The report a person reads: one table per topic, then the plan and any issues."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    def section(title: str, rows: list[tuple[str, str]]) -> None:
+        table = Table(title=title, title_justify="left", show_header=False, box=box.SIMPLE, pad_edge=False)
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        for key, value in rows:
+            table.add_row(Text(key), Text(value))
+        console.print(table)
+
+    config = d.config_file + ("" if d.config_file_exists else " (not present: defaults apply)")
+    section("kgen", [("kgen", d.kgen_version), ("python", d.python), ("os", d.os), ("config file", config)])
+    gpu_rows = [("GPU", d.gpu.name if d.gpu.available and d.gpu.name else "none visible to torch")]
+    if d.gpu.available:
+        gpu_rows.append(("target", d.gpu.target or "not a known kgen target"))
+    gpu_rows.append(("torch CUDA", d.gpu.cuda_version or "none (CPU build)"))
+    gpu_rows.append(("driver", d.gpu.driver_version or "not found (no nvidia-smi)"))
+    section("hardware", gpu_rows)
+    section("packages", [(name, version or "not installed") for name, version in d.packages.items()])
+    section("models", [
+        *((f"{provider} key", status) for provider, status in d.provider_keys.items()),
+        ("models", ", ".join(d.models) or "none (offline mode)"),
+    ])
+    kb = d.knowledge_base
+    if kb.error:
+        kb_state = f"unavailable: {kb.error}"
+    elif kb.exists is False:
+        kb_state = "does not exist yet"
+    else:
+        kb_state = f"{kb.kernels} kernels, {kb.guidance} guidance notes, {kb.problems} problems"
+    kb_rows = [("location", kb.location + (f" ({kb.mode})" if kb.mode else "")), ("contents", kb_state)]
+    if kb.embedding:
+        kb_rows.append(("embedding", kb.embedding))
+    section("knowledge base", kb_rows)
+    def bullets(title: str, style: str, mark: str, lines: list[str]) -> None:
+        table = Table(title=title, title_justify="left", title_style=style, show_header=False, box=None)
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        for line in lines:
+            table.add_row(mark, Text(line))
+        console.print(table)
+
+    bullets('What `kgen "..."` will do here', "bold", "•", d.plan)
+    if d.issues:
+        bullets("Issues", "bold yellow", "!", d.issues)
+
+
+# --------------------------------------------------------------------------------------
+# Probes: each returns what it found, or raises; _probe turns a raise into an issue line
+# --------------------------------------------------------------------------------------
+
+
+def _probe(what: str, probe: Callable[[], T], issues: list[str], fallback: T) -> T:
+    try:
+        return probe()
+    except Exception as exc:  # a probe failure is a finding, never a crash
+        issues.append(f"{what}: probe failed: {type(exc).__name__}: {_one_line(exc)}")
+        return fallback
+
+
+def _safe(probe: Callable[[], T], fallback: T) -> T:
+    try:
+        return probe()
+    except Exception:
+        return fallback
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else ""
+
+
+def _kgen_version() -> str:
+    import kgen
+
+    return kgen.__version__
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+    except Exception:
+        return None
+
+
+def _gpu_info(issues: list[str]) -> GpuInfo:
+    info = GpuInfo()
+    info.driver_version = _nvidia_driver_version(issues)
+    try:
+        import torch
+    except Exception as exc:
+        issues.append(f"torch: cannot be imported: {type(exc).__name__}: {_one_line(exc)}")
+        return info
+    info.cuda_version = torch.version.cuda
+    if not torch.cuda.is_available():
+        return info
+    info.available = True
+    info.name = torch.cuda.get_device_name(0)
+    from kgen.backends.targets import UnknownTargetError, resolve_target
+
+    try:
+        info.target = resolve_target(info.name).name
+    except UnknownTargetError:
+        issues.append(
+            f"GPU {info.name!r} is not a known kgen target: kernels are verified and timed on it, "
+            "but speed-of-light figures need a target (see `kgen targets`)"
+        )
+    return info
+
+
+def _nvidia_driver_version(issues: list[str]) -> str | None:
+    executable = shutil.which("nvidia-smi")
+    if executable is None:
+        return None
+    try:
+        out = subprocess.run(
+            [executable, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        issues.append(f"nvidia-smi: {type(exc).__name__}: {_one_line(exc)}")
+        return None
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode != 0 or not lines:
+        detail = _one_line(RuntimeError(out.stderr or out.stdout)) or f"exit code {out.returncode}"
+        issues.append(f"nvidia-smi failed: {detail}")
+        return None
+    return lines[0]
+
+
+def _knowledge_base_info(location: str) -> KnowledgeBaseInfo:
+    if not location.startswith(("http://", "https://")) and not Path(location).exists():
+        # opening would create an empty database; doctor only looks
+        return KnowledgeBaseInfo(location=location, mode="embedded", exists=False)
+    try:
+        from kgen.knowledge_base.store import KnowledgeBase, KnowledgeBaseError
+    except ImportError as exc:
+        return KnowledgeBaseInfo(location=location, error=f"knowledge base module unavailable ({exc})")
+    try:
+        stats = KnowledgeBase.open(location).stats()
+    except KnowledgeBaseError as exc:
+        return KnowledgeBaseInfo(location=location, error=_one_line(exc))
+    except Exception as exc:
+        return KnowledgeBaseInfo(location=location, error=f"{type(exc).__name__}: {_one_line(exc)}")
+    return KnowledgeBaseInfo(
+        location=stats.location, mode=stats.mode, embedding=getattr(stats, "embedding", None), exists=True,
+        kernels=stats.kernels, guidance=stats.guidance, problems=stats.problems,
+    )
+
+
+def _run_targets(settings: Settings, gpu: GpuInfo) -> list[str]:
+    if settings.targets:
+        return list(settings.targets)
+    if gpu.available and gpu.target and settings.device != "cpu":
+        return [gpu.target]
+    return [FALLBACK_TARGET]
+
+
+# --------------------------------------------------------------------------------------
+# The plan: what a run would do with this machine and configuration
+# --------------------------------------------------------------------------------------
+
+
+def _plan(settings: Settings, d: Diagnosis) -> list[str]:
+    lines = [_model_line(settings, d), _device_line(settings, d)]
+    lines.append(f"backend {settings.backend}: candidates compiled for {', '.join(d.targets)}")
+    limits = [f"up to {settings.budget} candidates over {settings.generations} generations",
+              f"{settings.eval_timeout_s:g} s per candidate"]
+    if settings.time_s is not None:
+        limits.append(f"{settings.time_s:g} s per run")
+    if settings.max_cost_usd is not None:
+        limits.append(f"${settings.max_cost_usd:g} of model usage")
+    lines.append("limits: " + ", ".join(limits))
+    if settings.train_check:
+        lines.append("backward kernels also pass a training check (a small model, candidate vs reference)")
+    lines.append(f"evaluations run {'on a Ray cluster' if settings.executor == 'ray' else 'on this machine'}; "
+                 f"runs saved under {settings.runs_location}")
+    kb = d.knowledge_base
+    if kb.error is None and kb.exists and kb.kernels == 0:
+        lines.append(f"the knowledge base at {kb.location} holds no kernels yet")
+    _check_setup(settings, d)
+    return lines
+
+
+def _model_line(settings: Settings, d: Diagnosis) -> str:
+    if not settings.models:
+        return ("offline mode (no model configured): retrieve the best known kernels and tune "
+                "their parameters")
+    from kgen.agent.models import ModelSpecError, parse_model
+
+    for model in settings.models:
+        try:
+            spec = parse_model(model)
+        except ModelSpecError as exc:
+            d.issues.append(_one_line(exc))
+            continue
+        if spec.is_official_api and d.provider_keys.get(spec.provider) == "no":
+            env_variable, field = PROVIDER_KEYS[spec.provider]
+            d.issues.append(
+                f"model {model} needs {_PROVIDER_NAMES[spec.provider]} API key: "
+                f"set {env_variable} or {field} in the config file"
+            )
+    return f"models asked for candidates: {', '.join(settings.models)}"
+
+
+def _device_line(settings: Settings, d: Diagnosis) -> str:
+    cross = ", ".join(d.targets)
+    if settings.device == "cuda" and not d.gpu.available:
+        d.issues.append("device = cuda, but no CUDA GPU is visible to torch: runs will stop at once")
+        return "device cuda requested, but there is no GPU here: nothing can run"
+    if d.gpu.available and settings.device != "cpu":
+        target = d.gpu.target or "no known target"
+        return f"GPU: {d.gpu.name} → target {target}; kernels verified and timed on it"
+    reason = "device = cpu" if d.gpu.available else "no GPU"
+    return (f"{reason}: kernels verified in Triton's CPU interpreter, cross-compiled for {cross}; "
+            "timings need a GPU")
+
+
+def _check_setup(settings: Settings, d: Diagnosis) -> None:
+    for name in ("torch", "triton"):
+        if d.packages.get(name) is None:
+            d.issues.append(f"{name} is not installed: kgen cannot compile or verify kernels")
+    if settings.backend == "cute" and d.packages.get("nvidia-cutlass-dsl") is None:
+        d.issues.append("backend cute needs the CuTe DSL: pip install 'kgen[cute]'")
+    if settings.executor == "ray" and _package_version("ray") is None:
+        d.issues.append("executor ray needs Ray: pip install 'kgen[ray]'")
+    if settings.models and d.packages.get("langgraph") is None:
+        d.issues.append("langgraph is not installed: the agent cannot run")

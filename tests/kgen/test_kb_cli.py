@@ -1,0 +1,99 @@
+"""`kgen kb ...` as a person runs it, on a fresh $KGEN_HOME and on a loopback Chroma server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def kgen(home, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KGEN_HOME": str(home), "COLUMNS": "120"}
+    env.pop("KGEN_KB", None)
+    return subprocess.run([sys.executable, "-m", "kgen.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _first_result_problem(stdout: str) -> str:
+    row = next(line for line in stdout.splitlines() if line.startswith("│ 1 "))
+    return row.split("│")[3].strip()
+
+
+def test_init_then_search_finds_rmsnorm_backward_first(tmp_path):
+    init = kgen(tmp_path, "kb", "init")
+    assert init.returncode == 0, init.stderr
+    assert "9 seed kernel(s) added" in init.stdout and str(tmp_path / "kb") in init.stdout
+    again = kgen(tmp_path, "kb", "init")
+    assert "0 seed kernel(s) added, 9 already present" in again.stdout
+    search = kgen(tmp_path, "kb", "search", "rms norm backward triton h100")
+    assert search.returncode == 0, search.stderr
+    assert _first_result_problem(search.stdout) == "rmsnorm_backward"
+
+
+def test_the_same_commands_work_against_a_chroma_server(tmp_path, chroma_server):
+
+    init = kgen(tmp_path, "kb", "init", "--kb", chroma_server)
+    assert init.returncode == 0, init.stderr
+    search = kgen(tmp_path, "kb", "search", "rms norm backward triton h100", "--kb", chroma_server)
+    assert _first_result_problem(search.stdout) == "rmsnorm_backward"
+    stats = json.loads(kgen(tmp_path, "kb", "stats", "--json", "--kb", chroma_server).stdout)
+    assert stats["mode"] == "server" and stats["kernels"] >= 9
+    assert not (tmp_path / "kb").exists()  # nothing local was created
+
+
+def test_list_show_stats_on_first_use_seed_automatically(tmp_path):
+    listed = kgen(tmp_path, "kb", "list", "--problem", "softmax")
+    assert listed.returncode == 0, listed.stderr
+    kernel_id = next(w for w in listed.stdout.split() if w.startswith("k-"))
+    shown = kgen(tmp_path, "kb", "show", kernel_id[:7])
+    assert shown.returncode == 0
+    assert "verified on cuda" in shown.stdout and "softmax" in shown.stdout and "@triton.jit" in shown.stdout
+    entry = json.loads(kgen(tmp_path, "kb", "show", kernel_id, "--json").stdout)
+    assert entry["id"] == kernel_id and entry["evidence"]["verdict"] == "passed"
+    stats = json.loads(kgen(tmp_path, "kb", "stats", "--json").stdout)
+    assert stats["kernels"] == 9 and stats["timed"] == 9 and stats["guidance"] >= 12
+
+
+def test_export_import_prune_and_exit_codes(tmp_path):
+    export = tmp_path / "out" / "kb.jsonl"
+    out = kgen(tmp_path, "kb", "export", str(export))
+    assert out.returncode == 0 and "exported 9 kernel(s)" in out.stdout
+    rows = export.read_text().splitlines()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([rows[0], rows[1], "{oops"]) + "\n")
+    other = tmp_path / "other-store"
+    imported = kgen(tmp_path, "kb", "import", str(broken), "--no-verify", "--kb", str(other))
+    assert imported.returncode == 1
+    assert "skipped line 3: not JSON" in imported.stderr
+    assert "imported 1 kernel(s) (not re-verified: --no-verify)" in imported.stdout
+    prune = kgen(tmp_path, "kb", "prune", "--dry-run")
+    assert prune.returncode == 0 and "would remove 0 kernel(s)" in prune.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("kb", "list", "--kb", "http://127.0.0.1:9"), "cannot reach the Chroma server at http://127.0.0.1:9"),
+        (("kb", "show", "k-nope"), "no kernel with id 'k-nope'"),
+        (("kb", "import", "missing.jsonl"), "import file not found: missing.jsonl"),
+        (("kb", "search", "  "), "search text is empty"),
+        (("kb", "search", "x", "--target", "h900"), "unknown hardware target 'h900'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    out = kgen(tmp_path, *args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_corrupt_store_is_a_clear_error(tmp_path):
+    store = tmp_path / "kb"
+    store.mkdir()
+    (store / "chroma.sqlite3").write_bytes(b"garbage" * 1000)
+    out = kgen(tmp_path, "kb", "stats")
+    assert out.returncode == 2
+    assert "cannot be read" in out.stderr and "Traceback" not in out.stderr
