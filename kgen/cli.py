@@ -16,22 +16,27 @@ import typer
 from rich.table import Table
 
 from kgen.kb_cli import kb_app
+from kgen.run_cli import resume_command, run_command, runs_command
 from kgen.terminal import console, err_console, fail_usage
 
 app = typer.Typer(
     name="kgen",
     help=(
-        "Generate, verify and measure GPU kernels.\n\n"
-        "kgen's 'correct' means verified against an fp64 reference on fresh inputs in a sandbox; "
-        "its 'fast' means measured on the GPU. Start with `kgen problems list`, then "
-        "`kgen eval PROBLEM CANDIDATE.py`."
+        "Generate GPU kernels whose 'correct' is verified and whose 'fast' is measured.\n\n"
+        "kgen \"Triton RMSNorm backward for H100\" turns the request into a spec, starts from the "
+        "knowledge base's best kernel, asks the configured models for variants (or, offline, tunes "
+        "the known kernel's parameters), verifies each against an fp64 reference in a sandbox, "
+        "times it on the GPU, and remembers the winner. `kgen doctor` says what it will do here."
     ),
     epilog=(
         "Examples:\n\n"
-        "  kgen problems show 'rmsnorm bwd'\n\n"
+        "  kgen \"Triton RMSNorm backward for H100\"\n\n"
+        "  kgen \"softmax for H100 and MI300X\" -m openai:gpt-5 -m anthropic:claude-sonnet-4-5 --budget 20\n\n"
+        "  kgen resume 20261122-081500-3fa9c1\n\n"
         "  kgen eval rmsnorm_backward my_kernel.py --target h100 --target mi300x\n\n"
-        "  kgen eval path/to/kernelbench_problem.py solution.py --json\n\n"
-        "Exit codes: 0 passed, 1 rejected, 2 bad usage."
+        "  kgen kb search 'rms norm backward h100'\n\n"
+        "Exit codes: 0 success (kernel verified / candidate passed), 1 no verified kernel / "
+        "candidate rejected, 2 bad usage."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -41,6 +46,9 @@ app = typer.Typer(
 problems_app = typer.Typer(help="The problem catalog (KernelBench format).", no_args_is_help=True)
 app.add_typer(problems_app, name="problems")
 app.add_typer(kb_app, name="kb")
+app.command("run")(run_command)
+app.command("resume")(resume_command)
+app.command("runs")(runs_command)
 
 
 @problems_app.command("list")
@@ -330,17 +338,28 @@ def _usage_json(message: str) -> str:
     return json.dumps({"verdict": "bad_usage", "reason": message})
 
 
+def _with_default_command(argv: list[str]) -> list[str]:
+    """`kgen "Triton RMSNorm backward for H100"` means `kgen run "..."`: a first argument that
+    is neither an option nor a command is a request."""
+    import typer.main
+
+    if not argv or argv[0].startswith("-"):
+        return argv
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    return argv if argv[0] in commands else ["run", *argv]
+
+
 def main() -> None:
     from kgen.knowledge_base.errors import KnowledgeBaseError
 
     try:
-        app()
+        app(args=_with_default_command(sys.argv[1:]), prog_name="kgen")
     except KnowledgeBaseError as exc:
         # a store that fails mid-command (server gone, lock held): one line, exit 2
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        err_console.print("interrupted")
+        err_console.print("interrupted: `kgen runs` lists unfinished runs; `kgen resume RUN` continues one")
         sys.exit(130)
 
 

@@ -1,0 +1,649 @@
+"""The agent as a LangGraph graph: spec -> retrieve -> plan -> produce (fan-out) -> evaluate
+-> select -> (next generation | persist) -> report.
+
+The graph's state holds only plain data (the spec, the planned tasks, each
+candidate's record, token usage), checkpointed to SQLite after every step,
+so ``kgen resume`` continues a killed run. Work that is expensive or costs
+money is also kept on disk per candidate — a model's reply, an evaluation's
+JSON — and reused on resume, so a resumed run neither pays twice for a reply
+nor re-runs a finished evaluation, even if it was killed inside a step.
+
+Candidates are produced in parallel (``Send`` per task: model calls overlap)
+and evaluated one at a time, because timings taken while another kernel runs
+on the same GPU would be wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from kgen.agent.run_directory import RunDirectory
+from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions, local_target
+from kgen.agent.search_policy import (
+    CandidateRecord,
+    CandidateTask,
+    best_for,
+    plan_offline,
+    plan_with_models,
+    split_budget,
+)
+
+Progress = Callable[[str], None]
+
+
+class RunError(Exception):
+    """A run that cannot go on for a reason the user can fix (bad request, key, server)."""
+
+
+def _ledger_dump(ledger) -> dict:
+    return ledger.model_dump(mode="json", exclude={"total_calls", "total_tokens", "total_cost_usd",
+                                                   "unpriced_calls"})
+
+
+def _merge(left: dict | None, right: dict | None) -> dict:
+    return {**(left or {}), **(right or {})}
+
+
+def _merge_usage(left: dict | None, right: dict | None) -> dict:
+    from kgen.agent.usage import UsageLedger
+
+    ledger = UsageLedger.model_validate(left or {})
+    if right:
+        ledger.merge(UsageLedger.model_validate(right))
+    return _ledger_dump(ledger)
+
+
+class RunState(TypedDict, total=False):
+    spec: dict
+    dtype: str
+    baselines: dict[str, list[str]]
+    examples: dict[str, list[dict]]
+    guidance: dict[str, list[dict]]
+    generation: int
+    tasks: list[dict]
+    candidates: Annotated[dict[str, dict], _merge]
+    usage: Annotated[dict, _merge_usage]
+    notes: Annotated[list[str], operator.add]
+    stop_reason: str
+    winners: dict[str, dict]
+
+
+class TaskInput(TypedDict):
+    """What one ``produce`` branch sees: its task and the slice of state its prompt needs."""
+
+    task: dict
+    spec: dict
+    dtype: str
+    examples: list[dict]
+    guidance: list[dict]
+    parents: dict[str, dict]
+
+
+class Runner:
+    """The nodes of the graph, bound to one run directory and its options."""
+
+    def __init__(self, run: RunDirectory, options: RunOptions, progress: Progress | None = None,
+                 api_keys: dict[str, str] | None = None) -> None:
+        self.run = run
+        self.options = options
+        self.progress = progress or (lambda line: None)
+        self.api_keys = api_keys or {}
+        self.started = time.monotonic()
+        self._clients: dict[str, Any] = {}
+        self._device: str | None = None
+        self._spec_usage: dict = {}
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        self.run.log(line)
+        self.progress(line)
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            from kgen.evals.harness import UsageError, resolve_device
+
+            try:
+                self._device = resolve_device(self.options.device)
+            except UsageError as exc:
+                raise RunError(str(exc)) from exc
+        return self._device
+
+    def out_of_time(self) -> bool:
+        return self.options.time_s is not None and time.monotonic() - self.started > self.options.time_s
+
+    def problem_ref(self, state: RunState) -> str:
+        return state["spec"]["problem"]
+
+    def _client(self, label: str):
+        from kgen.agent.models import parse_model
+        from kgen.agent.providers import ProviderError, make_client
+
+        if label not in self._clients:
+            spec = parse_model(label)
+            try:
+                self._clients[label] = make_client(spec, api_key=self.api_keys.get(spec.provider),
+                                                   timeout_s=180.0, max_retries=3)
+            except ProviderError as exc:
+                raise RunError(exc.message) from exc
+        return self._clients[label]
+
+    # -- spec ------------------------------------------------------------------------
+
+    def spec(self, state: RunState) -> dict:
+        from kgen.agent.spec import SpecError, parse_request, parse_request_with_model
+        from kgen.evals.catalog import resolve_problem
+        from kgen.evals.problem import input_dtype
+
+        options = self.options
+        default = local_target() or "h100"
+        try:
+            if options.problem_file:
+                spec = parse_request(options.request, default_target=default,
+                                     problem_file=options.problem_file)
+            else:
+                try:
+                    spec = parse_request(options.request, default_target=default)
+                except SpecError:
+                    if options.offline:
+                        raise
+                    spec = parse_request_with_model(options.request, self._complete_json,
+                                                    default_target=default)
+        except SpecError as exc:
+            raise RunError(str(exc)) from exc
+        if spec.needs_reference_problem:
+            spec = spec.model_copy(update={"problem": str(self._write_reference_problem(spec.operation))})
+        if options.targets:
+            spec = spec.model_copy(update={"targets": list(options.targets)})
+        if options.backend:
+            spec = spec.model_copy(update={"backend": options.backend})
+        info = resolve_problem(spec.problem)
+        dtype = spec.dtypes[0] if spec.dtypes else input_dtype(info)
+        self.run.write("spec.json", spec.model_dump_json(indent=1))
+        self.say(f"spec: {info.name} · {spec.backend} · targets {', '.join(spec.targets)} · {dtype}"
+                 + (f" ({'; '.join(spec.notes)})" if spec.notes else ""))
+        return {"spec": spec.model_dump(mode="json"), "dtype": dtype, "generation": 0,
+                "usage": self._spec_usage}
+
+    def _complete_json(self, system: str, user: str, model_cls):
+        from kgen.agent.providers import ProviderError
+        from kgen.agent.structured_output import complete_json
+        from kgen.agent.usage import UsageLedger
+
+        ledger = UsageLedger()
+        try:
+            value, _ = complete_json(self._client(self.options.models[0]), system, user, model_cls,
+                                     ledger=ledger)
+        except ProviderError as exc:
+            raise RunError(exc.message) from exc
+        finally:
+            self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(ledger))
+        return value
+
+    def _write_reference_problem(self, operation: str) -> Path:
+        from kgen.agent.providers import ProviderError
+        from kgen.agent.reference_problem import ReferenceProblemError, new_reference_problem
+
+        client = self._client(self.options.models[0])
+
+        def complete_text(system: str, user: str) -> str:
+            try:
+                return client.complete(system, user, max_tokens=8000, temperature=0.2).text
+            except ProviderError as exc:
+                raise RunError(exc.message) from exc
+
+        self.say(f"'{operation}' is not in the catalog: asking {client.label} for a reference problem")
+        try:
+            path = new_reference_problem(operation, complete_text, self.run.path)
+        except ReferenceProblemError as exc:
+            raise RunError(f"the model's reference problem for '{operation}' failed its self-check: "
+                           f"{'; '.join(exc.reasons)}") from exc
+        self.say(f"reference problem written and self-checked: {path.name}")
+        return path
+
+    # -- retrieve --------------------------------------------------------------------
+
+    def retrieve(self, state: RunState) -> dict:
+        from kgen.agent.prompt_context import PromptExample, PromptGuidance
+        from kgen.evals.catalog import resolve_problem
+        from kgen.knowledge_base.errors import KnowledgeBaseError
+        from kgen.knowledge_base.retrieval import retrieve
+        from kgen.knowledge_base.seeding import open_knowledge_base
+
+        spec = state["spec"]
+        problem = resolve_problem(spec["problem"]).name
+        try:
+            kb = open_knowledge_base(self.options.kb)
+        except KnowledgeBaseError as exc:
+            raise RunError(str(exc)) from exc
+        baselines: dict[str, list[str]] = {}
+        examples: dict[str, list[dict]] = {}
+        guidance: dict[str, list[dict]] = {}
+        for target in spec["targets"]:
+            found = retrieve(kb, self.options.request, backend=spec["backend"], target=target,
+                             problem=problem, dtype=state["dtype"])
+            same = [r.entry for r in found.examples if r.entry.problem == problem]
+            if same:
+                baselines[target] = [same[0].id, same[0].source]
+            examples[target] = [
+                PromptExample(source=r.entry.source, problem=r.entry.problem, backend=r.entry.backend,
+                              target=r.entry.target, description=r.entry.operation,
+                              summary=r.entry.summary_line()).model_dump()
+                for r in found.examples
+            ]
+            guidance[target] = [PromptGuidance(title=n.title, text=n.text).model_dump()
+                                for n in found.guidance]
+            self.say(f"knowledge base ({kb.location}): {len(found.examples)} example(s), "
+                     f"{len(found.guidance)} guidance note(s) for {target}"
+                     + (f"; starting point {same[0].id}" if same else "; no kernel for this problem yet"))
+        if self.options.offline and not baselines:
+            raise RunError(
+                f"offline mode (no model configured) tunes known kernels, and the knowledge base has "
+                f"no {spec['backend']} kernel for {problem}; configure a model (`kgen config`, "
+                "KGEN_MODELS or --model), or verify your own kernel with `kgen eval`"
+            )
+        return {"baselines": baselines, "examples": examples, "guidance": guidance}
+
+    # -- plan ------------------------------------------------------------------------
+
+    def budget_plan(self) -> list[int]:
+        options = self.options
+        if options.offline and self.device == "cpu":
+            return [min(options.budget, CPU_OFFLINE_VARIANTS + 1)]
+        return split_budget(options.budget, options.generations)
+
+    def plan(self, state: RunState) -> dict:
+        from kgen.agent.ensemble import Ensemble
+        from kgen.agent.models import parse_model
+
+        generation = state.get("generation", 0)
+        sizes = self.budget_plan()
+        records = self.records(state)
+        spec = state["spec"]
+        baselines = {t: (v[0], v[1]) for t, v in (state.get("baselines") or {}).items()}
+        if generation >= len(sizes):
+            return {"tasks": []}
+        if self.options.offline:
+            sources = {r.id: self.run.candidate_source(r.id).read_text() for r in records
+                       if self.run.candidate_source(r.id).is_file()}
+            rng = random.Random(f"{self.options.seed}-{generation}")
+            tasks = plan_offline(generation, sizes[generation], spec["targets"], records, sources,
+                                 baselines, rng)
+        else:
+            ensemble = Ensemble([parse_model(m) for m in self.options.models])
+            labels = [m.label for m in ensemble.allocate(sizes[generation])]
+            tasks = plan_with_models(generation, sizes[generation], spec["targets"], records,
+                                     baselines, labels)
+        self.say(f"generation {generation}: {len(tasks)} candidate(s) "
+                 f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
+        return {"tasks": [t.model_dump() for t in tasks]}
+
+    def fan_out(self, state: RunState):
+        from langgraph.types import Send
+
+        tasks = state.get("tasks") or []
+        if not tasks:
+            return "select"
+        candidates = state.get("candidates") or {}
+        return [
+            Send("produce", {
+                "task": task, "spec": state["spec"], "dtype": state["dtype"],
+                "examples": state["examples"].get(task["target"], []),
+                "guidance": state["guidance"].get(task["target"], []),
+                "parents": {p: candidates[p] for p in task["parent_ids"] if p in candidates},
+            })
+            for task in tasks
+        ]
+
+    # -- produce ---------------------------------------------------------------------
+
+    def produce(self, payload: TaskInput) -> dict:
+        task = CandidateTask.model_validate(payload["task"])
+        record = CandidateRecord(**task.model_dump(exclude={"source"}))
+        source_path = self.run.candidate_source(task.id)
+        usage: dict = {}
+        if task.source is not None:
+            source_path.parent.mkdir(parents=True, exist_ok=True)
+            source_path.write_text(task.source)
+        elif not source_path.is_file():
+            source, reason, usage = self._ask_model(task, payload)
+            if source is None:
+                record.status, record.reason = "no_code", reason
+                self.say(f"{task.id} ({task.model}, {task.kind}): no code: {reason}")
+                return {"candidates": {task.id: record.model_dump()}, "usage": usage}
+            source_path.parent.mkdir(parents=True, exist_ok=True)
+            source_path.write_text(source)
+        self.run.write(f"candidates/{task.id}/task.json", task.model_dump_json(indent=1, exclude={"source"}))
+        return {"candidates": {task.id: record.model_dump()}, "usage": usage}
+
+    def _ask_model(self, task: CandidateTask, payload: TaskInput) -> tuple[str | None, str, dict]:
+        from kgen.agent.code_extraction import NoCodeError, extract_candidate
+        from kgen.agent.prompt_context import render_system
+        from kgen.agent.providers import ProviderError
+        from kgen.agent.usage import UsageLedger
+
+        folder = self.run.candidate_dir(task.id)
+        reply_path = folder / "reply.md"
+        ledger = UsageLedger()
+        if reply_path.is_file():  # paid for before an interruption: never ask twice
+            reply = reply_path.read_text()
+        else:
+            system = render_system(payload["spec"]["backend"])
+            user = self._prompt(task, payload)
+            self.run.write(f"candidates/{task.id}/prompt.md", f"# system\n\n{system}\n\n# user\n\n{user}")
+            try:
+                completion = self._client(task.model).complete(system, user, max_tokens=16000,
+                                                               temperature=0.7)
+            except ProviderError as exc:
+                if exc.kind in ("missing_key", "auth", "unreachable"):
+                    raise RunError(exc.message) from exc
+                return None, f"{exc.kind}: {exc.message}", {}
+            ledger.add(completion)
+            reply = completion.text
+            self.run.write(f"candidates/{task.id}/reply.md", reply)
+            self.run.write(f"candidates/{task.id}/usage.json", completion.model_dump_json(indent=1))
+        usage = _ledger_dump(ledger)
+        try:
+            return extract_candidate(reply), "", usage
+        except NoCodeError as exc:
+            return None, str(exc), usage
+
+    def _prompt(self, task: CandidateTask, payload: TaskInput) -> str:
+        from kgen.agent.prompt_context import (
+            Measurements,
+            ParentKernel,
+            PromptExample,
+            PromptGuidance,
+            TaskContext,
+            measurements_from_result,
+            rejection_from_result,
+            render_crossover,
+            render_fix,
+            render_generate,
+            render_improve,
+        )
+        from kgen.backends.targets import resolve_target
+        from kgen.evals.catalog import resolve_problem
+
+        spec = payload["spec"]
+        ctx = TaskContext.from_problem(
+            resolve_problem(spec["problem"]), spec["backend"], resolve_target(task.target),
+            dtypes=[payload["dtype"]],
+            examples=[PromptExample.model_validate(e) for e in payload["examples"]],
+            guidance=[PromptGuidance.model_validate(g) for g in payload["guidance"]],
+        )
+
+        def parent(candidate_id: str) -> ParentKernel:
+            result = self.load_eval(candidate_id)
+            return ParentKernel(
+                source=self.run.candidate_source(candidate_id).read_text(),
+                measurements=measurements_from_result(result) if result else Measurements(),
+                description=payload["parents"].get(candidate_id, {}).get("description", ""),
+            )
+
+        if task.kind == "improve":
+            return render_improve(ctx, parent(task.parent_ids[0]))
+        if task.kind == "crossover":
+            return render_crossover(ctx, parent(task.parent_ids[0]), parent(task.parent_ids[1]))
+        if task.kind == "fix":
+            bad = task.parent_ids[0]
+            return render_fix(ctx, self.run.candidate_source(bad).read_text(),
+                              rejection_from_result(self.load_eval(bad)))
+        return render_generate(ctx)
+
+    # -- evaluate --------------------------------------------------------------------
+
+    def eval_options(self, state: RunState, target: str, *, full: bool):
+        from kgen.evals.harness import EvalOptions
+
+        on_gpu = self.device == "cuda"
+        return EvalOptions(
+            device=self.device,
+            backend=state["spec"]["backend"],
+            targets=[target],
+            # on a GPU, candidates are screened at the small size plan and timed; the winner
+            # is then verified at full sizes. On a CPU both plans are the small one.
+            small_sizes=on_gpu and not full,
+            n_seeds=3 if full else 2,
+            bench=on_gpu,
+            train_check=self.options.train_check and full,
+            timeout_s=self.options.eval_timeout_s,
+        )
+
+    def load_eval(self, candidate_id: str, name: str = "eval.json"):
+        from kgen.evals.result import EvalResult
+
+        path = self.run.candidate_dir(candidate_id) / name
+        if not path.is_file():
+            return None
+        return EvalResult.model_validate_json(path.read_text())
+
+    def evaluate(self, state: RunState) -> dict:
+        from kgen.evals.harness import UsageError, evaluate
+
+        updates: dict[str, dict] = {}
+        pending = sorted((r for r in self.records(state) if r.status == "pending"), key=lambda r: r.id)
+        for index, record in enumerate(pending, start=1):
+            result = self.load_eval(record.id)
+            if result is None:
+                if self.out_of_time():
+                    self.say(f"time limit reached: {len(pending) - index + 1} candidate(s) not evaluated")
+                    break
+                self.say(f"evaluating {record.id} [{index}/{len(pending)}] ({record.kind}"
+                         f"{', ' + record.description if record.description else ''})")
+                try:
+                    result = evaluate(self.problem_ref(state), self.run.candidate_source(record.id),
+                                      self.eval_options(state, record.target, full=self.device == "cpu"))
+                except UsageError as exc:
+                    raise RunError(str(exc)) from exc
+                self.run.write(f"candidates/{record.id}/eval.json", result.model_dump_json(indent=1))
+            updated = apply_result(record, result)
+            updates[record.id] = updated.model_dump()
+            self.say(f"{record.id}: {describe(updated)}")
+        return {"candidates": updates}
+
+    # -- select ----------------------------------------------------------------------
+
+    def records(self, state: RunState) -> list[CandidateRecord]:
+        return [CandidateRecord.model_validate(c) for c in (state.get("candidates") or {}).values()]
+
+    def select(self, state: RunState) -> dict:
+        from kgen.agent.usage import UsageLedger
+
+        records = self.records(state)
+        generation = state.get("generation", 0)
+        for target in state["spec"]["targets"]:
+            best = best_for(records, target)
+            if best:
+                self.say(f"after generation {generation}, best for {target}: {best[0].id} ({describe(best[0])})")
+        ledger = UsageLedger.model_validate(state.get("usage") or {})
+        stop = ""
+        if generation + 1 >= len(self.budget_plan()):
+            stop = "budget spent" if len(records) >= self.options.budget else "all generations run"
+        elif self.out_of_time():
+            stop = f"time limit ({self.options.time_s:.0f} s) reached"
+        elif self.options.max_cost_usd is not None and ledger.total_cost_usd >= self.options.max_cost_usd:
+            stop = f"cost limit (${self.options.max_cost_usd:.2f}) reached"
+        if stop:
+            self.say(f"stopping: {stop}")
+            return {"stop_reason": stop}
+        return {"generation": generation + 1, "tasks": []}
+
+    def after_select(self, state: RunState) -> str:
+        return "persist" if state.get("stop_reason") else "plan"
+
+    # -- persist ---------------------------------------------------------------------
+
+    def persist(self, state: RunState) -> dict:
+        """Verify each target's winner at full sizes (GPU) and write it to the knowledge base."""
+        records = self.records(state)
+        winners: dict[str, dict] = {}
+        for target in state["spec"]["targets"]:
+            for record in best_for(records, target, n=3):
+                result = self._final_result(state, record)
+                if result.passed:
+                    winners[target] = {"candidate": record.id,
+                                       "kb": self._write_back(state, record, result, target)}
+                    break
+                self.say(f"{record.id} failed full verification "
+                         f"({result.rejection.value if result.rejection else 'rejected'}): next best")
+        return {"winners": winners}
+
+    def _final_result(self, state: RunState, record: CandidateRecord):
+        from kgen.evals.harness import evaluate
+
+        if self.device == "cpu":
+            return self.load_eval(record.id)  # the CPU plan is already the full one
+        cached = self.load_eval(record.id, "final_eval.json")
+        if cached is not None:
+            return cached
+        self.say(f"verifying {record.id} at full sizes for {record.target}")
+        result = evaluate(self.problem_ref(state), self.run.candidate_source(record.id),
+                          self.eval_options(state, record.target, full=True))
+        self.run.write(f"candidates/{record.id}/final_eval.json", result.model_dump_json(indent=1))
+        return result
+
+    def _write_back(self, state: RunState, record: CandidateRecord, result, target: str) -> str:
+        from kgen.knowledge_base.errors import KnowledgeBaseError
+        from kgen.knowledge_base.schema import Provenance
+        from kgen.knowledge_base.seeding import open_knowledge_base
+        from kgen.knowledge_base.write_back import entry_from_result, record_kernel
+
+        if not self.options.persist:
+            return "not written (--no-persist)"
+        provenance = Provenance(
+            model=record.model or ("offline-mutation" if record.origin == "mutation" else "knowledge-base"),
+            run_id=self.run.run_id,
+            parent_ids=[p.removeprefix("kb:") for p in record.parent_ids] + ([record.kb_id] if record.kb_id else []),
+            generation=record.generation,
+        )
+        entry = entry_from_result(
+            result, self.run.candidate_source(record.id).read_text(),
+            spec_text=self.options.request, target=target, dtype=state["dtype"],
+            provenance=provenance, operation=state["spec"]["operation"],
+            shapes=state["spec"]["shapes"],
+        )
+        try:
+            outcome = record_kernel(open_knowledge_base(self.options.kb), entry, generation_best=True)
+        except KnowledgeBaseError as exc:
+            self.say(f"could not write {record.id} to the knowledge base: {exc}")
+            return f"not written: {exc}"
+        self.say(f"knowledge base: {outcome.action.replace('_', ' ')} {outcome.id} for {target}")
+        return f"{outcome.action} {outcome.id}"
+
+    # -- report ----------------------------------------------------------------------
+
+    def report(self, state: RunState) -> dict:
+        from kgen.agent.reporting import write_outputs
+
+        write_outputs(self, state)
+        return {}
+
+
+def apply_result(record: CandidateRecord, result) -> CandidateRecord:
+    """A candidate's record updated with its evaluation's verdict, timing and compile report."""
+    from kgen.agent.prompt_context import kernel_lines
+    from kgen.backends.targets import UnknownTargetError, resolve_target
+    from kgen.knowledge_base.write_back import timing_from_result
+
+    timing = timing_from_result(result)
+    timed_target = None
+    if timing.measured and timing.device_name:
+        try:
+            timed_target = resolve_target(timing.device_name).name
+        except UnknownTargetError:
+            timed_target = None
+    return record.model_copy(update={
+        "status": "evaluated",
+        "verdict": "passed" if result.passed else "rejected",
+        "rejection": result.rejection.value if result.rejection else None,
+        "reason": result.reason,
+        "time_ms": timing.time_ms,
+        "eager_ms": timing.eager_ms,
+        "compile_ms": timing.compile_ms,
+        "speedup_vs_eager": timing.speedup_vs_eager,
+        "speedup_vs_compile": timing.speedup_vs_compile,
+        "pct_of_sol": timing.pct_of_sol,
+        "timed_on": timing.device_name,
+        "timed_target": timed_target,
+        "kernels": kernel_lines(result.kernels),
+        "seconds": result.seconds,
+    })
+
+
+def describe(record: CandidateRecord) -> str:
+    if record.status == "no_code":
+        return f"no code ({record.reason})"
+    if not record.passed:
+        return f"REJECTED ({record.rejection}): {record.reason}"
+    if record.time_ms is None:
+        return "passed (not timed: no GPU)"
+    speed = f"{record.time_ms:.4g} ms"
+    if record.speedup_vs_compile is not None:
+        speed += f", {record.speedup_vs_compile:.2f}x vs torch.compile"
+    return f"passed, {speed}"
+
+
+def build_graph(runner: Runner, checkpointer: Any):
+    from langgraph.graph import END, START, StateGraph
+
+    graph = StateGraph(RunState)
+    graph.add_node("spec", runner.spec)
+    graph.add_node("retrieve", runner.retrieve)
+    graph.add_node("plan", runner.plan)
+    graph.add_node("produce", runner.produce)
+    graph.add_node("evaluate", runner.evaluate)
+    graph.add_node("select", runner.select)
+    graph.add_node("persist", runner.persist)
+    graph.add_node("report", runner.report)
+    graph.add_edge(START, "spec")
+    graph.add_edge("spec", "retrieve")
+    graph.add_edge("retrieve", "plan")
+    graph.add_conditional_edges("plan", runner.fan_out, ["produce", "select"])
+    graph.add_edge("produce", "evaluate")
+    graph.add_edge("evaluate", "select")
+    graph.add_conditional_edges("select", runner.after_select, {"plan": "plan", "persist": "persist"})
+    graph.add_edge("persist", "report")
+    graph.add_edge("report", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def open_checkpointer(run: RunDirectory):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    connection = sqlite3.connect(str(run.checkpoints), check_same_thread=False)
+    return SqliteSaver(connection), connection
+
+
+def execute(runner: Runner, *, resume: bool = False) -> RunState:
+    """Run (or continue) the graph to the end; the final state."""
+    checkpointer, connection = open_checkpointer(runner.run)
+    try:
+        graph = build_graph(runner, checkpointer)
+        config = {"configurable": {"thread_id": runner.run.run_id}, "recursion_limit": 500}
+        if resume:
+            snapshot = graph.get_state(config)
+            if not snapshot.next:
+                return snapshot.values  # finished already
+            graph.invoke(None, config)
+        else:
+            graph.invoke({"candidates": {}, "usage": {}, "notes": []}, config)
+        return graph.get_state(config).values
+    finally:
+        connection.close()
+
+
+def save_options(run: RunDirectory, options: RunOptions) -> None:
+    run.write("run.json", json.dumps({"options": options.model_dump(mode="json")}, indent=1))
+
+
+def load_options(run: RunDirectory) -> RunOptions:
+    return RunOptions.model_validate(json.loads(run.file("run.json").read_text())["options"])

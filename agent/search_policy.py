@@ -1,0 +1,213 @@
+"""The search policy: which candidates each generation asks for, and which one wins.
+
+Generation 0 always re-measures the knowledge base's best kernel for the
+problem (the "baseline"), so a run can never report something slower than
+what kgen already knew, and every other candidate is compared with it under
+the same conditions. Then, per target:
+
+* offline (no model): variants of the best kernels so far, made by tuning their
+  launch and tiling parameters (``mutation.py``); the two best passed kernels are
+  both parents, so one lucky variant does not collapse the search;
+* with models: the first generation asks for new kernels, spread over the
+  models by weight; later ones improve the best kernel, cross the two best,
+  and fix the most promising rejection, so a model sees the verifier's
+  evidence instead of repeating a mistake.
+
+Fitness is measured time on the target's own hardware; correctness is a
+gate, never traded. A kernel verified here but not timed on its target (no
+GPU, or another GPU) can be correct but cannot be called faster.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Origin = Literal["knowledge_base", "mutation", "model"]
+TaskKind = Literal["baseline", "mutate", "generate", "improve", "fix", "crossover"]
+
+
+class CandidateTask(BaseModel):
+    """One candidate to produce: planned (and checkpointed) before any model is called."""
+
+    id: str
+    generation: int
+    target: str
+    kind: TaskKind
+    origin: Origin
+    model: str = ""
+    parent_ids: list[str] = Field(default_factory=list)
+    description: str = ""
+    #: ready source for baseline and mutation tasks; models write theirs
+    source: str | None = None
+    #: knowledge-base id the source came from (baseline), for provenance
+    kb_id: str | None = None
+
+
+class CandidateRecord(BaseModel):
+    """A candidate and what became of it."""
+
+    id: str
+    generation: int
+    target: str
+    kind: TaskKind
+    origin: Origin
+    model: str = ""
+    parent_ids: list[str] = Field(default_factory=list)
+    description: str = ""
+    kb_id: str | None = None
+    status: Literal["pending", "no_code", "evaluated"] = "pending"
+    verdict: Literal["passed", "rejected"] | None = None
+    rejection: str | None = None
+    reason: str = ""
+    time_ms: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    pct_of_sol: float | None = None
+    #: the GPU the time was measured on, and the kgen target it resolves to
+    timed_on: str = ""
+    timed_target: str | None = None
+    kernels: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "passed"
+
+    def time_on(self, target: str) -> float | None:
+        """Measured time counts for a target only when measured on that target's hardware."""
+        return self.time_ms if self.timed_target == target else None
+
+
+def rank_key(record: CandidateRecord, target: str) -> tuple:
+    """Passed first, then timed on the target and fastest, then earliest (the baseline first)."""
+    time = record.time_on(target)
+    return (not record.passed, time is None, time if time is not None else 0.0,
+            record.generation, record.id)
+
+
+def best_for(records: list[CandidateRecord], target: str, n: int = 1) -> list[CandidateRecord]:
+    """The n best passed candidates for a target."""
+    passed = [r for r in records if r.target == target and r.passed]
+    return sorted(passed, key=lambda r: rank_key(r, target))[:n]
+
+
+def split_budget(budget: int, generations: int) -> list[int]:
+    """Candidates per generation: as even as possible, the earlier generations larger."""
+    per = math.ceil(budget / generations)
+    sizes = []
+    left = budget
+    while left > 0:
+        sizes.append(min(per, left))
+        left -= sizes[-1]
+    return sizes
+
+
+def per_target(n: int, targets: list[str]) -> dict[str, int]:
+    """Spread n candidates over targets, the first targets getting the remainder."""
+    base, extra = divmod(n, len(targets))
+    return {t: base + (1 if i < extra else 0) for i, t in enumerate(targets)}
+
+
+def candidate_id(generation: int, index: int) -> str:
+    return f"g{generation}-c{index:02d}"
+
+
+def plan_offline(
+    generation: int,
+    size: int,
+    targets: list[str],
+    records: list[CandidateRecord],
+    sources: dict[str, str],
+    baselines: dict[str, tuple[str, str]],
+    rng: random.Random,
+) -> list[CandidateTask]:
+    """Mutation tasks for one generation. ``sources`` maps candidate id -> source;
+    ``baselines`` maps target -> (kb id, source) of the knowledge base's best kernel."""
+    from kgen.agent.mutation import mutate, source_key
+    from kgen.backends.targets import resolve_target
+
+    tasks: list[CandidateTask] = []
+    tried = {source_key(s) for s in sources.values()}
+    counts = per_target(size, targets)
+    for target in targets:
+        n = counts[target]
+        if generation == 0 and target in baselines and n > 0:
+            kb_id, source = baselines[target]
+            tasks.append(CandidateTask(
+                id="", generation=0, target=target, kind="baseline", origin="knowledge_base",
+                description=f"the knowledge base's kernel {kb_id}", source=source, kb_id=kb_id,
+            ))
+            tried.add(source_key(source))
+            n -= 1
+        parents = [(r.id, sources[r.id]) for r in best_for(records, target, n=2) if r.id in sources]
+        if not parents and target in baselines:
+            parents = [(f"kb:{baselines[target][0]}", baselines[target][1])]
+        if not parents or n <= 0:
+            continue
+        spec_target = resolve_target(target)
+        for index in range(n):
+            parent_id, parent_source = parents[index % len(parents)]
+            variants = mutate(parent_source, spec_target, n=1, rng=rng, exclude=tried)
+            if not variants:
+                continue
+            variant = variants[0]
+            tried.add(variant.key)
+            tasks.append(CandidateTask(
+                id="", generation=generation, target=target, kind="mutate", origin="mutation",
+                parent_ids=[parent_id], description=variant.description, source=variant.source,
+            ))
+    return _numbered(tasks, generation)
+
+
+def plan_with_models(
+    generation: int,
+    size: int,
+    targets: list[str],
+    records: list[CandidateRecord],
+    baselines: dict[str, tuple[str, str]],
+    models: list[str],
+) -> list[CandidateTask]:
+    """Model tasks for one generation; ``models`` is the ensemble's allocation for it, in order."""
+    tasks: list[CandidateTask] = []
+    counts = per_target(size, targets)
+    model_iter = iter(models)
+    for target in targets:
+        n = counts[target]
+        if generation == 0 and target in baselines and n > 1:
+            kb_id, source = baselines[target]
+            tasks.append(CandidateTask(
+                id="", generation=0, target=target, kind="baseline", origin="knowledge_base",
+                description=f"the knowledge base's kernel {kb_id}", source=source, kb_id=kb_id,
+            ))
+            n -= 1
+        best = best_for(records, target, n=2)
+        rejected = [r for r in records if r.target == target and r.verdict == "rejected"
+                    and r.origin == "model"]
+        kinds: list[tuple[TaskKind, list[str]]] = []
+        if generation == 0 or not best:
+            kinds = [("generate", [])] * n
+        else:
+            if len(best) >= 2:
+                kinds.append(("crossover", [best[0].id, best[1].id]))
+            if rejected:
+                kinds.append(("fix", [rejected[-1].id]))
+            while len(kinds) < n:
+                kinds.append(("improve", [best[len(kinds) % len(best)].id]))
+            kinds = kinds[:n]
+        for kind, parents in kinds:
+            model = next(model_iter, models[0] if models else "")
+            tasks.append(CandidateTask(
+                id="", generation=generation, target=target, kind=kind, origin="model", model=model,
+                parent_ids=parents, description=f"{kind} by {model}",
+            ))
+    return _numbered(tasks, generation)
+
+
+def _numbered(tasks: list[CandidateTask], generation: int) -> list[CandidateTask]:
+    return [t.model_copy(update={"id": candidate_id(generation, i)}) for i, t in enumerate(tasks)]
