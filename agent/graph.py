@@ -42,6 +42,10 @@ class RunError(Exception):
     """A run that cannot go on for a reason the user can fix (bad request, key, server)."""
 
 
+class _NoSpecReply(Exception):
+    """The model gave no usable reading of the request (the matcher reads it instead)."""
+
+
 def _ledger_dump(ledger) -> dict:
     return ledger.model_dump(mode="json", exclude={"total_calls", "total_tokens", "total_cost_usd",
                                                    "unpriced_calls"})
@@ -131,7 +135,8 @@ class Runner:
             spec = parse_model(label)
             try:
                 self._clients[label] = make_client(spec, api_key=self.api_keys.get(spec.provider),
-                                                   timeout_s=180.0, max_retries=3)
+                                                   timeout_s=self.options.llm_timeout_s,
+                                                   max_retries=self.options.llm_retries)
             except ProviderError as exc:
                 raise RunError(exc.message) from exc
         return self._clients[label]
@@ -149,14 +154,16 @@ class Runner:
             if options.problem_file:
                 spec = parse_request(options.request, default_target=default,
                                      problem_file=options.problem_file)
+            elif options.offline:
+                spec = parse_request(options.request, default_target=default)
             else:
+                # a model reads the request (checked against the catalog and the targets)
                 try:
-                    spec = parse_request(options.request, default_target=default)
-                except SpecError:
-                    if options.offline:
-                        raise
                     spec = parse_request_with_model(options.request, self._complete_json,
                                                     default_target=default)
+                except _NoSpecReply as exc:
+                    spec = parse_request(options.request, default_target=default)
+                    spec.notes.insert(0, f"{exc}: the request was read by the matcher")
         except SpecError as exc:
             raise RunError(str(exc)) from exc
         if spec.needs_reference_problem:
@@ -183,7 +190,9 @@ class Runner:
             value, _ = complete_json(self._client(self.options.models[0]), system, user, model_cls,
                                      ledger=ledger)
         except ProviderError as exc:
-            raise RunError(exc.message) from exc
+            if exc.kind in ("missing_key", "auth", "unreachable"):
+                raise RunError(exc.message) from exc
+            raise _NoSpecReply(exc.message) from exc
         finally:
             self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(ledger))
         return value
@@ -310,6 +319,7 @@ class Runner:
         record = CandidateRecord(**task.model_dump(exclude={"source"}))
         source_path = self.run.candidate_source(task.id)
         usage: dict = {}
+        self.run.write(f"candidates/{task.id}/task.json", task.model_dump_json(indent=1, exclude={"source"}))
         if task.source is not None:
             source_path.parent.mkdir(parents=True, exist_ok=True)
             source_path.write_text(task.source)
@@ -321,7 +331,6 @@ class Runner:
                 return {"candidates": {task.id: record.model_dump()}, "usage": usage}
             source_path.parent.mkdir(parents=True, exist_ok=True)
             source_path.write_text(source)
-        self.run.write(f"candidates/{task.id}/task.json", task.model_dump_json(indent=1, exclude={"source"}))
         return {"candidates": {task.id: record.model_dump()}, "usage": usage}
 
     def _ask_model(self, task: CandidateTask, payload: TaskInput) -> tuple[str | None, str, dict]:

@@ -35,6 +35,9 @@ class RunOptions(BaseModel):
     seed: int = 0
     #: write the winners to the knowledge base
     persist: bool = True
+    #: per model call: the SDK's timeout and its retries (with backoff) on 429/5xx/timeouts
+    llm_timeout_s: float = Field(default=180.0, gt=0)
+    llm_retries: int = Field(default=3, ge=0)
 
     @property
     def offline(self) -> bool:

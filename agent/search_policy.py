@@ -20,7 +20,6 @@ GPU, or another GPU) can be correct but cannot be called faster.
 
 from __future__ import annotations
 
-import math
 import random
 from typing import Literal
 
@@ -98,14 +97,9 @@ def best_for(records: list[CandidateRecord], target: str, n: int = 1) -> list[Ca
 
 
 def split_budget(budget: int, generations: int) -> list[int]:
-    """Candidates per generation: as even as possible, the earlier generations larger."""
-    per = math.ceil(budget / generations)
-    sizes = []
-    left = budget
-    while left > 0:
-        sizes.append(min(per, left))
-        left -= sizes[-1]
-    return sizes
+    """Candidates per generation: as even as possible, earlier generations taking the remainder."""
+    base, extra = divmod(budget, generations)
+    return [base + (1 if g < extra else 0) for g in range(generations) if base or g < extra]
 
 
 def per_target(n: int, targets: list[str]) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """kgen: an agentic multi-backend GPU kernel generator.
 
 A kernel kgen calls correct was verified against an fp64 reference on fresh
-inputs; a kernel it calls fast was measured fast. Heavy imports (torch,
+inputs; a kernel it calls fast was measured fast. ``kgen.generate(...)`` runs
+the agent, ``kgen.evaluate(...)`` verifies one candidate. Heavy imports (torch,
 triton, the LLM SDKs) stay lazy so `kgen --help` and listing commands are quick.
 """
 
@@ -12,4 +13,12 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+source"
 
-__all__ = ["__version__"]
+__all__ = ["KgenUsageError", "__version__", "evaluate", "generate"]
+
+
+def __getattr__(name: str):
+    if name in ("generate", "evaluate", "KgenUsageError"):
+        from kgen import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'kgen' has no attribute {name!r}")

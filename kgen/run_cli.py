@@ -25,15 +25,6 @@ def _settings(overrides: dict):
         fail_usage(str(exc))
 
 
-def _api_keys(settings) -> dict[str, str]:
-    keys = {}
-    for provider in ("openai", "anthropic"):
-        secret = getattr(settings, f"{provider}_api_key")
-        if secret is not None:
-            keys[provider] = secret.get_secret_value()
-    return keys
-
-
 class LiveProgress:
     """Event lines on stderr under a spinner that shows the elapsed time and the latest step."""
 
@@ -105,28 +96,21 @@ def run_command(
     With no model configured kgen runs offline: it takes the knowledge base's best
     kernel for the request and tunes its parameters for the target.
     """
-    from kgen.agent.run_options import RunOptions
     from kgen.agent.runs import start_run
+    from kgen.api import KgenUsageError, api_keys, run_options
 
-    settings = _settings({
-        "models": model, "targets": target, "backend": backend, "budget": budget,
-        "generations": generations, "time_s": time_s, "max_cost_usd": max_cost, "kb": kb,
-        "device": device, "train_check": train_check,
-    })
-    if problem is not None and not problem.expanduser().is_file():
-        fail_usage(f"problem file not found: {problem}")
-    if settings.executor != "local":
-        fail_usage(f"executor '{settings.executor}' is not available in this version; use executor = \"local\"")
-    options = RunOptions(
-        request=request, problem_file=str(problem) if problem else None, models=settings.models,
-        backend=settings.backend if settings.sources.get("backend", "default") != "default" else None,
-        targets=settings.targets, device=settings.device, budget=settings.budget,
-        generations=settings.generations, time_s=settings.time_s, max_cost_usd=settings.max_cost_usd,
-        kb=settings.kb_location, eval_timeout_s=settings.eval_timeout_s,
-        train_check=settings.train_check, seed=seed, persist=persist,
-    )
+    try:
+        options, settings = run_options(
+            request,
+            {"models": model, "targets": target, "backend": backend, "budget": budget,
+             "generations": generations, "time_s": time_s, "max_cost_usd": max_cost, "kb": kb,
+             "device": device, "train_check": train_check},
+            problem=problem, seed=seed, persist=persist,
+        )
+    except KgenUsageError as exc:
+        fail_usage(str(exc))
     summary = _run(lambda progress: start_run(options, runs_dir=settings.runs_location, out=out,
-                                              progress=progress, api_keys=_api_keys(settings)))
+                                              progress=progress, api_keys=api_keys(settings)))
     _report(summary, json_output)
 
 
@@ -136,10 +120,11 @@ def resume_command(
 ) -> None:
     """Continue an interrupted run; finished evaluations and paid model replies are reused."""
     from kgen.agent.runs import resume_run
+    from kgen.api import api_keys
 
     settings = _settings({})
     summary = _run(lambda progress: resume_run(run, runs_dir=settings.runs_location,
-                                               progress=progress, api_keys=_api_keys(settings)))
+                                               progress=progress, api_keys=api_keys(settings)))
     _report(summary, json_output)
 
 
