@@ -191,3 +191,38 @@ def test_killed_run_resumes_without_paying_twice_or_re_evaluating(tmp_path, llm_
         assert after.count(f"evaluating {cid} ") == 1, f"{cid} was evaluated again after resuming"
     # generation 0's replies were on disk: the resumed run asked only for later generations
     assert len(llm_server.requests) - asked_before <= 7 - 3
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_fast_correct_kernel_is_selected_and_written_back(tmp_path, llm_server, home):
+    import torch
+
+    from kgen.agent.run_options import local_target
+
+    if not torch.cuda.is_available() or local_target() is None:
+        pytest.skip("needs a CUDA GPU kgen knows as a target")
+    target = local_target()
+    tokens = scripted_run.script(llm_server)
+    summary = kgen.generate(
+        f"Triton ReLU for {target}", problem=_problem(tmp_path), models=scripted_run.models(llm_server),
+        targets=[target], budget=7, generations=3, device="cuda", out=tmp_path / "run",
+        kb=str(tmp_path / "kb"), llm_timeout_s=0.5, llm_retries=1,
+    )
+    run = Path(summary.run_dir)
+    times = {}
+    for folder in (run / "candidates").iterdir():
+        if (folder / "eval.json").is_file():
+            result = json.loads((folder / "eval.json").read_text())
+            if result["verdict"] == "passed":
+                source = (folder / f"{folder.name}.py").read_text()
+                times[normalised_code_hash(source)] = result["bench"]["measurements"]["candidate"]["median_ms"]
+    fast, slow = normalised_code_hash(scripted_run.FAST), normalised_code_hash(scripted_run.SLOW)
+    assert times[fast] < times[slow]
+    best = summary.best[target]
+    assert normalised_code_hash(Path(best.module).read_text()) == fast
+    assert best.time_ms is not None and best.timing_note == ""
+    stored = [e for e in KnowledgeBase.open(str(tmp_path / "kb")).kernels() if e.problem == "relu_16m"]
+    assert len(stored) == 1 and stored[0].code_hash == fast and stored[0].timing.measured
+    assert summary.usage["total_tokens"] == sum(tokens.values())
+    print(f"GPU scripted run on {target}: fast {times[fast]:.4f} ms, slow {times[slow]:.4f} ms, "
+          f"winner {best.candidate} {best.time_ms:.4f} ms, {best.speedup_vs_compile} x vs compile")
