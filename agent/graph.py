@@ -477,6 +477,10 @@ class Runner:
         stop = ""
         if generation + 1 >= len(self.budget_plan()):
             stop = "budget spent" if len(records) >= self.options.budget else "all generations run"
+            if self.options.offline and self.device == "cpu" and len(records) < self.options.budget:
+                stop = (f"no GPU: tuned variants cannot be ranked without timings, so the known kernel "
+                        f"and {CPU_OFFLINE_VARIANTS} variant(s) were verified instead of the budget's "
+                        f"{self.options.budget}")
         elif self.out_of_time():
             stop = f"time limit ({self.options.time_s:.0f} s) reached"
         elif self.options.max_cost_usd is not None and ledger.total_cost_usd >= self.options.max_cost_usd:

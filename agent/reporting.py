@@ -182,7 +182,10 @@ def render_summary(summary: RunSummary, console: Console) -> None:
         ev = best.evidence
         verified = (f"{ev.trials} trials, {len(ev.seeds)} seeds, {len(ev.shapes)} shapes, "
                     f"{len(ev.distributions)} distributions on {ev.device}")
-        table.add_row(target, best.candidate, _num(best.time_ms) if not best.timing_note else "-",
+        if best.timing_note:  # figures from another GPU (or none) say nothing about this target
+            table.add_row(target, best.candidate, "-", "-", "-", "-", verified)
+            continue
+        table.add_row(target, best.candidate, _num(best.time_ms),
                       _num(best.speedup_vs_eager, "{:.2f}x"), _num(best.speedup_vs_compile, "{:.2f}x"),
                       _num(best.pct_of_sol, "{:.0f}"), verified)
     console.print(table)

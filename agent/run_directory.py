@@ -65,7 +65,8 @@ class RunDirectory:
         as_path = Path(run).expanduser()
         if (as_path / RUN_FILE).is_file():
             return cls(as_path.resolve())
-        candidates = sorted(p for p in runs_dir.expanduser().glob(f"{run}*") if (p / RUN_FILE).is_file())
+        # a prefix, never a pattern: "" or "*" must not pick some run
+        candidates = [p for p in cls.list_runs(runs_dir) if run and p.name.startswith(run)]
         if len(candidates) == 1:
             return cls(candidates[0].resolve())
         if not candidates:

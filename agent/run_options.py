@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 #: without a GPU, tuned variants cannot be ranked (no timings), so offline runs on a CPU
 #: verify the known kernel and this many variants, once, instead of spending the budget
@@ -16,6 +16,8 @@ CPU_OFFLINE_VARIANTS = 2
 
 
 class RunOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     request: str
     problem_file: str | None = None
     models: list[str] = Field(default_factory=list)

@@ -30,6 +30,10 @@ def run_options(request: str, overrides: dict[str, Any], *, problem: str | Path 
     from kgen.agent.run_options import RunOptions
     from kgen.settings import SettingsError, load_settings
 
+    unknown = sorted(set(extra) - set(RunOptions.model_fields))
+    if unknown:
+        raise KgenUsageError(f"unknown option(s) {', '.join(unknown)}")
+
     try:
         settings = load_settings(overrides)
     except SettingsError as exc:
@@ -119,6 +123,10 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
     from kgen.evals.harness import EvalOptions, UsageError
     from kgen.evals.harness import evaluate as run_evaluation
 
+    unknown = sorted(set(options) - set(EvalOptions.model_fields))
+    if unknown:
+        raise KgenUsageError(f"unknown option(s) {', '.join(unknown)}; known: "
+                             f"{', '.join(EvalOptions.model_fields)}")
     try:
         return run_evaluation(problem, candidate, EvalOptions(**options))
     except ValidationError as exc:

@@ -27,9 +27,11 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
 
 
 def normalised_code_hash(source: str) -> str:
-    """sha256 of the docstring-free AST; code that does not parse hashes its stripped text."""
+    """sha256 of the docstring-free code as ``ast.unparse`` writes it; code that does not parse
+    hashes its stripped text. Unparsing, not ``ast.dump``: the dump's node fields change between
+    Python versions, and a store is shared by machines running different ones."""
     try:
-        canonical = ast.dump(_strip_docstrings(ast.parse(source)), include_attributes=False)
+        canonical = ast.unparse(_strip_docstrings(ast.parse(source)))
     except SyntaxError:
         canonical = "\n".join(line.rstrip() for line in source.strip().splitlines())
     return hashlib.sha256(canonical.encode()).hexdigest()

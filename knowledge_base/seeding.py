@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from kgen.knowledge_base import SEED_KERNELS_DIR
 from kgen.knowledge_base.code_hash import normalised_code_hash
+from kgen.knowledge_base.errors import KnowledgeBaseError
 from kgen.knowledge_base.guidance import shipped_notes
 from kgen.knowledge_base.schema import (
     KernelEntry,
@@ -31,7 +32,7 @@ from kgen.knowledge_base.write_back import record_kernel
 EVIDENCE_FILE = "evidence.json"
 
 
-class SeedError(ValueError):
+class SeedError(KnowledgeBaseError):
     """A shipped seed whose evidence is missing or belongs to other code."""
 
 

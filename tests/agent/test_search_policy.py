@@ -1,0 +1,270 @@
+"""The search policy: which candidates a generation asks for, and which candidate wins.
+
+A person sees this as "the run picked the fastest kernel measured on my GPU",
+"offline, it tuned the kernel kgen already knew" and "a model saw my rejected
+kernel's evidence and was asked to fix it"; these tests pin those choices.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+
+import pytest
+
+from kgen.agent.mutation import apply_values, source_key
+from kgen.agent.search_policy import (
+    CandidateRecord,
+    best_for,
+    per_target,
+    plan_offline,
+    plan_with_models,
+    rank_key,
+    split_budget,
+)
+from kgen.backends.targets import resolve_target
+from kgen.knowledge_base import SEED_KERNELS_DIR
+
+SEED = (SEED_KERNELS_DIR / "triton" / "rmsnorm_backward.py").read_text()
+KB_ID = "k-seed-rmsnorm"
+BASELINES = {"h100": (KB_ID, SEED)}
+OPENAI = "openai:gpt-5"
+ANTHROPIC = "anthropic:claude-sonnet-4-5"
+
+
+def record(
+    cid: str,
+    *,
+    target: str = "h100",
+    verdict: str | None = "passed",
+    time_ms: float | None = None,
+    timed_target: str | None = None,
+    origin: str = "mutation",
+    kind: str = "mutate",
+) -> CandidateRecord:
+    generation = int(cid.split("-")[0].removeprefix("g"))
+    return CandidateRecord(
+        id=cid, generation=generation, target=target, kind=kind, origin=origin,
+        status="evaluated", verdict=verdict, time_ms=time_ms, timed_target=timed_target,
+        timed_on="NVIDIA H100 80GB HBM3" if timed_target == "h100" else "",
+    )
+
+
+def variant(**values: int) -> str:
+    """A real retuned variant of the seed kernel (as a previous generation would have made)."""
+    return apply_values(SEED, values, resolve_target("h100"))
+
+
+# -- ranking -------------------------------------------------------------------------------
+
+
+def test_best_for_ranks_timed_on_target_fastest_first_then_untimed_by_generation():
+    records = [
+        record("g0-c00"),  # the baseline: passed, not timed
+        record("g1-c00", time_ms=2.0, timed_target="h100"),
+        record("g1-c01", time_ms=1.0, timed_target="h100"),
+        record("g1-c02", time_ms=0.5, timed_target="a100"),  # fast, but on another GPU
+        record("g2-c00", verdict="rejected", time_ms=0.1, timed_target="h100"),
+        record("g2-c01", target="h200", time_ms=0.2, timed_target="h200"),
+        record("g1-c03"),  # passed, untimed, later than the baseline
+    ]
+    ranked = [r.id for r in best_for(records, "h100", n=10)]
+    assert ranked == ["g1-c01", "g1-c00", "g0-c00", "g1-c02", "g1-c03"]
+    assert [r.id for r in best_for(records, "h100")] == ["g1-c01"]
+    assert [r.id for r in best_for(records, "h200")] == ["g2-c01"]
+    assert best_for(records, "mi300x") == []
+
+
+def test_a_time_measured_on_another_gpu_is_not_the_targets_time():
+    on_a100 = record("g1-c00", time_ms=0.5, timed_target="a100")
+    assert on_a100.time_on("h100") is None
+    assert on_a100.time_on("a100") == 0.5
+    on_h100 = record("g1-c01", time_ms=3.0, timed_target="h100")
+    # a slower time measured on the H100 itself beats a faster one measured elsewhere
+    assert [r.id for r in best_for([on_a100, on_h100], "h100", n=2)] == ["g1-c01", "g1-c00"]
+
+
+def test_untimed_candidates_rank_earliest_generation_first():
+    records = [record("g2-c00"), record("g1-c01"), record("g1-c00"), record("g0-c03")]
+    assert [r.id for r in best_for(records, "h100", n=4)] == ["g0-c03", "g1-c00", "g1-c01", "g2-c00"]
+
+
+def test_rank_key_puts_every_passed_candidate_before_any_rejected_one():
+    records = [
+        record("g0-c00", verdict="rejected", time_ms=0.01, timed_target="h100"),
+        record("g1-c00", time_ms=9.0, timed_target="h100"),
+        record("g2-c00"),
+    ]
+    ordered = sorted(records, key=lambda r: rank_key(r, "h100"))
+    assert [r.id for r in ordered] == ["g1-c00", "g2-c00", "g0-c00"]
+
+
+# -- budget ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("budget", "generations", "sizes"),
+    [(7, 3, [3, 2, 2]), (2, 3, [1, 1]), (12, 3, [4, 4, 4]), (1, 1, [1]), (5, 1, [5])],
+)
+def test_split_budget(budget, generations, sizes):
+    assert split_budget(budget, generations) == sizes
+
+
+@pytest.mark.parametrize("generations", [1, 2, 3, 5])
+@pytest.mark.parametrize("budget", [1, 2, 3, 4, 7, 12, 13])
+def test_split_budget_spends_exactly_the_budget_in_non_empty_generations(budget, generations):
+    sizes = split_budget(budget, generations)
+    assert sum(sizes) == budget
+    assert len(sizes) <= generations and all(size > 0 for size in sizes)
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_per_target_spreads_the_remainder_over_the_first_targets():
+    assert per_target(5, ["h100", "mi300x"]) == {"h100": 3, "mi300x": 2}
+    assert per_target(1, ["h100", "mi300x"]) == {"h100": 1, "mi300x": 0}
+    assert per_target(6, ["h100", "a100", "mi300x"]) == {"h100": 2, "a100": 2, "mi300x": 2}
+
+
+# -- offline plans ---------------------------------------------------------------------------
+
+
+def test_offline_generation_0_remeasures_the_known_kernel_then_tunes_it():
+    tasks = plan_offline(0, 3, ["h100"], [], {}, BASELINES, random.Random(0))
+    assert [t.id for t in tasks] == ["g0-c00", "g0-c01", "g0-c02"]
+    baseline, *mutations = tasks
+    assert (baseline.kind, baseline.origin, baseline.kb_id) == ("baseline", "knowledge_base", KB_ID)
+    assert baseline.source == SEED and KB_ID in baseline.description
+    assert len(mutations) == 2
+    keys = {source_key(t.source) for t in mutations}
+    assert len(keys) == 2 and source_key(SEED) not in keys
+    for task in mutations:
+        assert (task.kind, task.origin, task.target) == ("mutate", "mutation", "h100")
+        assert task.parent_ids == [f"kb:{KB_ID}"]
+        assert task.description  # says which knob moved
+        ast.parse(task.source)
+        assert "class ModelNew" in task.source
+
+
+def test_offline_plans_are_reproducible_from_the_seed():
+    first = plan_offline(0, 4, ["h100"], [], {}, BASELINES, random.Random("7-0"))
+    again = plan_offline(0, 4, ["h100"], [], {}, BASELINES, random.Random("7-0"))
+    assert [t.source for t in first] == [t.source for t in again]
+
+
+def test_offline_budget_is_spread_over_two_targets():
+    baselines = {"h100": (KB_ID, SEED), "mi300x": ("k-seed-mi300x", SEED)}
+    tasks = plan_offline(0, 4, ["h100", "mi300x"], [], {}, baselines, random.Random(0))
+    assert [t.id for t in tasks] == ["g0-c00", "g0-c01", "g0-c02", "g0-c03"]
+    assert [(t.target, t.kind) for t in tasks] == [
+        ("h100", "baseline"), ("h100", "mutate"), ("mi300x", "baseline"), ("mi300x", "mutate"),
+    ]
+    assert tasks[2].kb_id == "k-seed-mi300x"
+    odd = plan_offline(0, 3, ["h100", "mi300x"], [], {}, baselines, random.Random(0))
+    assert [(t.target, t.kind) for t in odd] == [
+        ("h100", "baseline"), ("h100", "mutate"), ("mi300x", "baseline"),
+    ]
+
+
+def test_offline_later_generations_mutate_the_two_best_passed_candidates():
+    sources = {
+        "g0-c00": SEED,
+        "g0-c01": variant(sum_block=128),
+        "g0-c02": variant(sum_block=512),
+        "g0-c03": variant(sum_block=64),
+    }
+    records = [
+        record("g0-c00", kind="baseline", origin="knowledge_base"),
+        record("g0-c01", time_ms=1.0, timed_target="h100"),
+        record("g0-c02", time_ms=2.0, timed_target="h100"),
+        record("g0-c03", verdict="rejected", time_ms=0.5, timed_target="h100"),
+    ]
+    tasks = plan_offline(1, 4, ["h100"], records, sources, BASELINES, random.Random(1))
+    assert [t.id for t in tasks] == ["g1-c00", "g1-c01", "g1-c02", "g1-c03"]
+    assert all(t.kind == "mutate" and t.generation == 1 for t in tasks)
+    assert [t.parent_ids for t in tasks] == [["g0-c01"], ["g0-c02"], ["g0-c01"], ["g0-c02"]]
+    earlier = {source_key(s) for s in sources.values()}
+    keys = [source_key(t.source) for t in tasks]
+    assert len(set(keys)) == 4 and not set(keys) & earlier  # nothing is evaluated twice
+
+
+def test_offline_falls_back_to_the_known_kernel_when_nothing_passed():
+    sources = {"g0-c00": SEED, "g0-c01": variant(sum_block=128)}
+    records = [record("g0-c00", verdict="rejected", kind="baseline", origin="knowledge_base"),
+               record("g0-c01", verdict="rejected")]
+    tasks = plan_offline(1, 2, ["h100"], records, sources, BASELINES, random.Random(0))
+    assert len(tasks) == 2 and all(t.parent_ids == [f"kb:{KB_ID}"] for t in tasks)
+
+
+def test_offline_without_a_known_kernel_plans_nothing():
+    assert plan_offline(0, 3, ["h100"], [], {}, {}, random.Random(0)) == []
+    assert plan_offline(0, 0, ["h100"], [], {}, BASELINES, random.Random(0)) == []
+
+
+# -- plans with models ---------------------------------------------------------------------
+
+
+def test_models_generation_0_generates_in_the_allocated_order_after_the_baseline():
+    models = [OPENAI, ANTHROPIC, OPENAI]
+    tasks = plan_with_models(0, 4, ["h100"], [], BASELINES, models)
+    assert [t.id for t in tasks] == ["g0-c00", "g0-c01", "g0-c02", "g0-c03"]
+    assert (tasks[0].kind, tasks[0].origin, tasks[0].source) == ("baseline", "knowledge_base", SEED)
+    assert [t.kind for t in tasks[1:]] == ["generate"] * 3
+    assert [t.model for t in tasks[1:]] == models
+    assert all(t.origin == "model" and t.parent_ids == [] for t in tasks[1:])
+
+
+def test_models_generation_0_with_one_slot_asks_the_model_not_the_baseline():
+    tasks = plan_with_models(0, 1, ["h100"], [], BASELINES, [ANTHROPIC])
+    assert [(t.kind, t.model) for t in tasks] == [("generate", ANTHROPIC)]
+
+
+def test_models_generation_0_without_a_known_kernel_only_generates():
+    tasks = plan_with_models(0, 3, ["h100"], [], {}, [OPENAI, ANTHROPIC, OPENAI])
+    assert [(t.kind, t.model) for t in tasks] == [
+        ("generate", OPENAI), ("generate", ANTHROPIC), ("generate", OPENAI),
+    ]
+
+
+def test_models_are_assigned_in_order_across_targets():
+    models = [OPENAI, ANTHROPIC, "openai:gpt-5-mini", "anthropic:claude-haiku-4-5"]
+    tasks = plan_with_models(0, 4, ["h100", "mi300x"], [], {}, models)
+    assert [(t.target, t.model) for t in tasks] == [
+        ("h100", OPENAI), ("h100", ANTHROPIC),
+        ("mi300x", "openai:gpt-5-mini"), ("mi300x", "anthropic:claude-haiku-4-5"),
+    ]
+
+
+def test_models_later_generation_crosses_fixes_and_improves():
+    records = [
+        record("g0-c00", time_ms=2.0, timed_target="h100", origin="model", kind="generate"),
+        record("g0-c01", time_ms=1.0, timed_target="h100", origin="model", kind="generate"),
+        record("g0-c02", verdict="rejected", origin="model", kind="generate"),
+    ]
+    tasks = plan_with_models(1, 3, ["h100"], records, BASELINES, [OPENAI, ANTHROPIC, OPENAI])
+    assert [(t.id, t.kind, t.parent_ids, t.model) for t in tasks] == [
+        ("g1-c00", "crossover", ["g0-c01", "g0-c00"], OPENAI),
+        ("g1-c01", "fix", ["g0-c02"], ANTHROPIC),
+        ("g1-c02", "improve", ["g0-c01"], OPENAI),
+    ]
+    assert all(t.generation == 1 and t.origin == "model" for t in tasks)
+
+
+def test_models_later_generation_with_one_passed_kernel_improves_it():
+    records = [record("g0-c00", origin="model", kind="generate"),
+               record("g0-c01", verdict="rejected", kind="baseline", origin="knowledge_base")]
+    tasks = plan_with_models(1, 2, ["h100"], records, BASELINES, [OPENAI, ANTHROPIC])
+    # the rejected candidate is not a model's, so there is nothing to ask a model to fix
+    assert [(t.kind, t.parent_ids) for t in tasks] == [("improve", ["g0-c00"])] * 2
+
+
+def test_models_later_generation_with_nothing_passed_generates_again():
+    records = [record("g0-c00", verdict="rejected", origin="model", kind="generate")]
+    tasks = plan_with_models(1, 2, ["h100"], records, {}, [OPENAI, ANTHROPIC])
+    assert [t.kind for t in tasks] == ["generate", "generate"]
+
+
+def test_models_plan_nothing_for_an_empty_generation():
+    records = [record("g0-c00", origin="model", kind="generate"),
+               record("g0-c01", origin="model", kind="generate")]
+    assert plan_with_models(0, 0, ["h100"], [], BASELINES, []) == []
+    assert plan_with_models(1, 0, ["h100"], records, BASELINES, []) == []
