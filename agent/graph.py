@@ -575,17 +575,11 @@ def apply_result(record: CandidateRecord, result) -> CandidateRecord:
         except UnknownTargetError:
             timed_target = None
     return record.model_copy(update={
+        **timing.model_dump(),
         "status": "evaluated",
         "verdict": "passed" if result.passed else "rejected",
         "rejection": result.rejection.value if result.rejection else None,
         "reason": result.reason,
-        "time_ms": timing.time_ms,
-        "eager_ms": timing.eager_ms,
-        "compile_ms": timing.compile_ms,
-        "speedup_vs_eager": timing.speedup_vs_eager,
-        "speedup_vs_compile": timing.speedup_vs_compile,
-        "pct_of_sol": timing.pct_of_sol,
-        "timed_on": timing.device_name,
         "timed_target": timed_target,
         "kernels": kernel_lines(result.kernels),
         "seconds": result.seconds,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from kgen.agent.search_policy import CandidateRecord, best_for
+from kgen.knowledge_base.schema import Timing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,19 +33,14 @@ class Evidence(BaseModel):
     max_rel_l2_error: float | None = None
 
 
-class BestKernel(BaseModel):
+class BestKernel(Timing):
+    """A target's winner: its timing fields as measured (``device_name``: the GPU), or none."""
+
     target: str
     candidate: str
     module: str
     origin: str
     description: str = ""
-    time_ms: float | None = None
-    eager_ms: float | None = None
-    compile_ms: float | None = None
-    speedup_vs_eager: float | None = None
-    speedup_vs_compile: float | None = None
-    pct_of_sol: float | None = None
-    timed_on: str = ""
     #: why there is no time for this target, when there is none
     timing_note: str = ""
     evidence: Evidence
@@ -126,13 +122,11 @@ def build_summary(runner: Runner, state: RunState) -> RunSummary:
         note = ""
         if record.time_on(target) is None:
             note = ("not timed: no GPU here" if runner.device == "cpu"
-                    else f"timed on {record.timed_on or 'this GPU'}, not on {target}")
+                    else f"timed on {record.device_name or 'this GPU'}, not on {target}")
         summary.best[target] = BestKernel(
+            **Timing.model_validate(record.model_dump(include=set(Timing.model_fields))).model_dump(),
             target=target, candidate=record.id, module=str(module), origin=record.origin,
-            description=record.description, time_ms=record.time_ms, eager_ms=record.eager_ms,
-            compile_ms=record.compile_ms, speedup_vs_eager=record.speedup_vs_eager,
-            speedup_vs_compile=record.speedup_vs_compile, pct_of_sol=record.pct_of_sol,
-            timed_on=record.timed_on, timing_note=note, evidence=_evidence(final),
+            description=record.description, timing_note=note, evidence=_evidence(final),
             compile_report=record.kernels, knowledge_base=winner.get("kb", ""),
         )
     for target in summary.targets:

@@ -25,12 +25,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kgen.knowledge_base.schema import Timing
+
 Origin = Literal["knowledge_base", "mutation", "model"]
 TaskKind = Literal["baseline", "mutate", "generate", "improve", "fix", "crossover"]
 
 
-class CandidateTask(BaseModel):
-    """One candidate to produce: planned (and checkpointed) before any model is called."""
+class CandidateIdentity(BaseModel):
+    """What a candidate is and where it came from; planned (and checkpointed) before any model
+    is called, so its id is stable across a resume."""
 
     id: str
     generation: int
@@ -40,36 +43,26 @@ class CandidateTask(BaseModel):
     model: str = ""
     parent_ids: list[str] = Field(default_factory=list)
     description: str = ""
-    #: ready source for baseline and mutation tasks; models write theirs
-    source: str | None = None
     #: knowledge-base id the source came from (baseline), for provenance
     kb_id: str | None = None
 
 
-class CandidateRecord(BaseModel):
-    """A candidate and what became of it."""
+class CandidateTask(CandidateIdentity):
+    """One candidate to produce."""
 
-    id: str
-    generation: int
-    target: str
-    kind: TaskKind
-    origin: Origin
-    model: str = ""
-    parent_ids: list[str] = Field(default_factory=list)
-    description: str = ""
-    kb_id: str | None = None
+    #: ready source for baseline and mutation tasks; models write theirs
+    source: str | None = None
+
+
+class CandidateRecord(CandidateIdentity, Timing):
+    """A candidate and what became of it; its timing fields are the timing stage's
+    (``device_name`` is the GPU it was timed on)."""
+
     status: Literal["pending", "no_code", "evaluated"] = "pending"
     verdict: Literal["passed", "rejected"] | None = None
     rejection: str | None = None
     reason: str = ""
-    time_ms: float | None = None
-    eager_ms: float | None = None
-    compile_ms: float | None = None
-    speedup_vs_eager: float | None = None
-    speedup_vs_compile: float | None = None
-    pct_of_sol: float | None = None
-    #: the GPU the time was measured on, and the kgen target it resolves to
-    timed_on: str = ""
+    #: the kgen target the timing GPU resolves to: a time counts only for that target
     timed_target: str | None = None
     kernels: list[str] = Field(default_factory=list)
     seconds: float = 0.0

@@ -233,16 +233,20 @@ class KnowledgeBase:
         self, text: str, *, where: dict[str, Any] | None = None, n: int = 10
     ) -> list[tuple[KernelEntry, float]]:
         """Nearest kernels to a text, with cosine similarity (1 = same direction)."""
-        if n <= 0 or self._kernels.count() == 0:
+        return [(entry_from_record(doc, meta), similarity)
+                for doc, meta, similarity in self._nearest(self._kernels, text, n, where)]
+
+    def _nearest(self, collection, text: str, n: int, where: dict[str, Any] | None = None):
+        """(document, metadata, cosine similarity) of the n records nearest to a text."""
+        count = collection.count()
+        if n <= 0 or count == 0:
             return []
-        found = self._kernels.query(
-            query_embeddings=self._embed([text]),
-            n_results=n,
-            where=where or None,
+        found = collection.query(
+            query_embeddings=self._embed([text]), n_results=min(n, count), where=where or None,
             include=["documents", "metadatas", "distances"],
         )
         return [
-            (entry_from_record(doc, meta), 1.0 - float(distance))
+            (doc, meta, 1.0 - float(distance))
             for doc, meta, distance in zip(
                 found["documents"][0], found["metadatas"][0], found["distances"][0], strict=True
             )
@@ -275,19 +279,8 @@ class KnowledgeBase:
         ]
 
     def query_guidance(self, text: str, n: int = 50) -> list[tuple[GuidanceNote, float]]:
-        count = self._guidance.count()
-        if count == 0:
-            return []
-        found = self._guidance.query(
-            query_embeddings=self._embed([text]), n_results=min(n, count),
-            include=["documents", "metadatas", "distances"],
-        )
-        return [
-            (note_from_record(doc, meta), 1.0 - float(distance))
-            for doc, meta, distance in zip(
-                found["documents"][0], found["metadatas"][0], found["distances"][0], strict=True
-            )
-        ]
+        return [(note_from_record(doc, meta), similarity)
+                for doc, meta, similarity in self._nearest(self._guidance, text, n)]
 
     def delete_guidance(self, ids: Sequence[str]) -> None:
         if ids:

@@ -37,7 +37,7 @@ def timed_winner() -> BestKernel:
     return BestKernel(
         target="h100", candidate="g1-c02", module=f"{RUN_DIR}/best_h100.py", origin="mutation",
         time_ms=0.0123, eager_ms=0.031, compile_ms=0.0154, speedup_vs_eager=2.52,
-        speedup_vs_compile=1.25, pct_of_sol=78.4, timed_on="NVIDIA H100 80GB HBM3",
+        speedup_vs_compile=1.25, pct_of_sol=78.4, device_name="NVIDIA H100 80GB HBM3",
         evidence=evidence("cuda"),
         compile_report=["_rmsnorm_bwd_rows on h100: 58 registers/thread, 0 spills"],
     )
@@ -114,7 +114,7 @@ def test_model_usage_line_counts_calls_tokens_and_cost():
 
 def test_figures_measured_on_another_gpu_are_not_shown_as_the_targets():
     on_a100 = timed_winner().model_copy(update={
-        "timed_on": "NVIDIA A100-SXM4-80GB", "timing_note": "timed on NVIDIA A100-SXM4-80GB, not on h100",
+        "device_name": "NVIDIA A100-SXM4-80GB", "timing_note": "timed on NVIDIA A100-SXM4-80GB, not on h100",
     })
     text = render(summary(best={"h100": on_a100}))
     assert "h100: timed on NVIDIA A100-SXM4-80GB, not on h100" in text

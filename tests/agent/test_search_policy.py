@@ -46,7 +46,7 @@ def record(
     return CandidateRecord(
         id=cid, generation=generation, target=target, kind=kind, origin=origin,
         status="evaluated", verdict=verdict, time_ms=time_ms, timed_target=timed_target,
-        timed_on="NVIDIA H100 80GB HBM3" if timed_target == "h100" else "",
+        device_name="NVIDIA H100 80GB HBM3" if timed_target == "h100" else "",
     )
 
 
