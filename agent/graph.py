@@ -16,9 +16,9 @@ on the same GPU would be wrong.
 from __future__ import annotations
 
 import json
-import operator
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,7 +74,6 @@ class RunState(TypedDict, total=False):
     tasks: list[dict]
     candidates: Annotated[dict[str, dict], _merge]
     usage: Annotated[dict, _merge_usage]
-    notes: Annotated[list[str], operator.add]
     stop_reason: str
     winners: dict[str, dict]
 
@@ -101,6 +100,7 @@ class Runner:
         self.api_keys = api_keys or {}
         self.started = time.monotonic()
         self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()  # produce branches run in parallel threads
         self._device: str | None = None
         self._spec_usage: dict = {}
 
@@ -122,6 +122,7 @@ class Runner:
         return self._device
 
     def out_of_time(self) -> bool:
+        """--time counts this process's wall time: a resumed run gets the whole limit again."""
         return self.options.time_s is not None and time.monotonic() - self.started > self.options.time_s
 
     def problem_ref(self, state: RunState) -> str:
@@ -131,15 +132,17 @@ class Runner:
         from kgen.agent.models import parse_model
         from kgen.agent.providers import ProviderError, make_client
 
-        if label not in self._clients:
-            spec = parse_model(label)
-            try:
-                self._clients[label] = make_client(spec, api_key=self.api_keys.get(spec.provider),
-                                                   timeout_s=self.options.llm_timeout_s,
-                                                   max_retries=self.options.llm_retries)
-            except ProviderError as exc:
-                raise RunError(exc.message) from exc
-        return self._clients[label]
+        with self._clients_lock:
+            if label not in self._clients:
+                spec = parse_model(label)
+                try:
+                    self._clients[label] = make_client(
+                        spec, api_key=self.api_keys.get(spec.provider),
+                        timeout_s=self.options.llm_timeout_s, max_retries=self.options.llm_retries,
+                    )
+                except ProviderError as exc:
+                    raise RunError(exc.message) from exc
+            return self._clients[label]
 
     # -- spec ------------------------------------------------------------------------
 
@@ -230,7 +233,7 @@ class Runner:
         spec = state["spec"]
         problem = resolve_problem(spec["problem"]).name
         try:
-            kb = open_knowledge_base(self.options.kb)
+            kb = open_knowledge_base(self.options.kb, embedding=self.options.kb_embedding)
         except KnowledgeBaseError as exc:
             raise RunError(str(exc)) from exc
         baselines: dict[str, list[str]] = {}
@@ -545,7 +548,7 @@ class Runner:
             shapes=state["spec"]["shapes"],
         )
         try:
-            outcome = record_kernel(open_knowledge_base(self.options.kb), entry, generation_best=True)
+            outcome = record_kernel(open_knowledge_base(self.options.kb, embedding=self.options.kb_embedding), entry, generation_best=True)
         except KnowledgeBaseError as exc:
             self.say(f"could not write {record.id} to the knowledge base: {exc}")
             return f"not written: {exc}"
@@ -642,7 +645,7 @@ def execute(runner: Runner, *, resume: bool = False) -> RunState:
                 return snapshot.values  # finished already
             graph.invoke(None, config)
         else:
-            graph.invoke({"candidates": {}, "usage": {}, "notes": []}, config)
+            graph.invoke({"candidates": {}, "usage": {}}, config)
         return graph.get_state(config).values
     finally:
         connection.close()

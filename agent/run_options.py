@@ -31,6 +31,7 @@ class RunOptions(BaseModel):
     time_s: float | None = Field(default=None, gt=0)
     max_cost_usd: float | None = Field(default=None, ge=0)
     kb: str | None = None
+    kb_embedding: str | None = None
     eval_timeout_s: float = Field(default=300.0, gt=0)
     train_check: bool = False
     #: seeds the search's random choices (mutation moves); verification always draws fresh seeds

@@ -49,7 +49,7 @@ def run_options(request: str, overrides: dict[str, Any], *, problem: str | Path 
             backend=settings.backend if settings.sources.get("backend", "default") != "default" else None,
             targets=settings.targets, device=settings.device, budget=settings.budget,
             generations=settings.generations, time_s=settings.time_s,
-            max_cost_usd=settings.max_cost_usd, kb=settings.kb_location,
+            max_cost_usd=settings.max_cost_usd, kb=settings.kb_location, kb_embedding=settings.kb_embedding,
             eval_timeout_s=settings.eval_timeout_s, train_check=settings.train_check, seed=seed,
             persist=persist, **extra,
         )

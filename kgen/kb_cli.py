@@ -34,28 +34,19 @@ KbOption = Annotated[
 ]
 
 
-def kb_location(kb: str | None) -> str | None:
-    """The flag, else the configured location (config file / env), else None for the default."""
-    if kb:
-        return kb
-    try:
-        from kgen.settings import load_settings
-    except ImportError:
-        return None
-    try:
-        return load_settings().kb_location
-    except ValueError as exc:
-        fail_usage(str(exc))
-
-
 def _open(kb: str | None, *, seed: bool = True):
+    """The store at the flag's location, else the configured one, with the configured embedding."""
     from kgen.knowledge_base.seeding import open_knowledge_base
     from kgen.knowledge_base.store import KnowledgeBase, KnowledgeBaseError
+    from kgen.settings import SettingsError, load_settings
 
     try:
-        location = kb_location(kb)
-        return open_knowledge_base(location) if seed else KnowledgeBase.open(location)
-    except KnowledgeBaseError as exc:
+        settings = load_settings({"kb": kb})
+        location, embedding = settings.kb_location, settings.kb_embedding
+        if seed:
+            return open_knowledge_base(location, embedding=embedding)
+        return KnowledgeBase.open(location, embedding=embedding)
+    except (KnowledgeBaseError, SettingsError) as exc:
         fail_usage(str(exc))
 
 

@@ -61,6 +61,8 @@ class Settings(BaseModel):
     max_cost_usd: float | None = Field(default=None, ge=0)
     #: a directory or an http(s) URL of a Chroma server; None = $KGEN_HOME/kb
     kb: NonEmpty | None = None
+    #: the knowledge base's embedding: "kgen-hash" (offline), "sentence-transformers:MODEL", "openai:MODEL"
+    kb_embedding: NonEmpty = "kgen-hash"
     #: None = $KGEN_HOME/runs
     runs_dir: NonEmpty | None = None
     executor: Literal["local", "ray"] = "local"
@@ -135,6 +137,7 @@ _EXPECTED: dict[str, str] = {
     "time_s": "a number of seconds >0",
     "max_cost_usd": "a number ≥0",
     "kb": "a directory path or an http(s) URL",
+    "kb_embedding": "kgen-hash, sentence-transformers:MODEL or openai:MODEL",
     "runs_dir": "a directory path",
     "executor": "one of local, ray",
     "eval_timeout_s": "a number of seconds >0",

@@ -26,6 +26,8 @@ from typing import Any
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from kgen.knowledge_base.errors import KnowledgeBaseError
+
 DEFAULT_EMBEDDING = "kgen-hash"
 DEFAULT_DIMENSION = 512
 
@@ -147,7 +149,7 @@ class KernelHashEmbedding(EmbeddingFunction[Documents]):
         return ["cosine"]
 
 
-class EmbeddingConfigError(ValueError):
+class EmbeddingConfigError(KnowledgeBaseError):
     """An embedding name kgen does not know, or one whose package is missing."""
 
 
