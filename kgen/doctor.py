@@ -308,8 +308,16 @@ def _run_targets(settings: Settings, gpu: GpuInfo) -> list[str]:
 def _plan(settings: Settings, d: Diagnosis) -> list[str]:
     lines = [_model_line(settings, d), _device_line(settings, d)]
     lines.append(f"backend {settings.backend}: candidates compiled for {', '.join(d.targets)}")
-    limits = [f"up to {settings.budget} candidates over {settings.generations} generations",
-              f"{settings.eval_timeout_s:g} s per candidate"]
+    on_cpu = settings.device == "cpu" or not d.gpu.available
+    if not settings.models and on_cpu:
+        # no timings to rank tuned variants by: a CPU offline run verifies a few, once
+        from kgen.agent.run_options import CPU_OFFLINE_VARIANTS
+
+        scope = (f"the known kernel and {CPU_OFFLINE_VARIANTS} tuned variant(s), once "
+                 "(without timings more variants cannot be ranked)")
+    else:
+        scope = f"up to {settings.budget} candidates over {settings.generations} generations"
+    limits = [scope, f"{settings.eval_timeout_s:g} s per candidate"]
     if settings.time_s is not None:
         limits.append(f"{settings.time_s:g} s per run")
     if settings.max_cost_usd is not None:
@@ -317,7 +325,7 @@ def _plan(settings: Settings, d: Diagnosis) -> list[str]:
     lines.append("limits: " + ", ".join(limits))
     if settings.train_check:
         lines.append("backward kernels also pass a training check (a small model, candidate vs reference)")
-    lines.append(f"evaluations run {'on a Ray cluster' if settings.executor == 'ray' else 'on this machine'}; "
+    lines.append(f"evaluations run {'(executor ray: not available in this version)' if settings.executor == 'ray' else 'on this machine'}; "
                  f"runs saved under {settings.runs_location}")
     kb = d.knowledge_base
     if kb.error is None and kb.exists and kb.kernels == 0:
