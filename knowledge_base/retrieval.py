@@ -16,12 +16,14 @@ import math
 from pydantic import BaseModel, Field
 
 from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, target_family
-from kgen.knowledge_base.store import KnowledgeBase, where_equal
+from kgen.knowledge_base.store import KnowledgeBase
 
 #: score weights: problem match outweighs everything; similarity and speed break ties
 PROBLEM_MATCH, SAME_TARGET, SAME_FAMILY, SPEED = 2.0, 0.3, 0.2, 0.1
 #: candidates fetched from the vector index before re-ranking
-CANDIDATE_POOL = 40
+CANDIDATE_POOL = 100
+#: backends whose best kernels are looked up when a search names no backend
+KNOWN_BACKENDS = ("triton", "cute")
 
 
 class RetrievedKernel(BaseModel):
@@ -81,19 +83,18 @@ def search_kernels(
     dtype: str | None = None,
     n: int = 5,
 ) -> list[RetrievedKernel]:
-    """Ranked kernels for a request; the exact problem's kernels are always considered."""
+    """Ranked kernels for a request: the asked-for problem's first, then the target's family,
+    then by score. No Chroma filter is used (see ``KnowledgeBase.kernel_summaries_near``): one
+    unfiltered nearest-neighbour query, the backend checked here, and the problem's best kernels
+    fetched by one selective key, so they are never missed however the index ranks them."""
     family = target_family(target) if target else None
     pool: dict[str, tuple[KernelEntry, float]] = {}
-    for entry, similarity in kb.query_kernels(
-        text, where=where_equal(backend=backend), n=max(CANDIDATE_POOL, n)
-    ):
-        pool[entry.id] = (entry, similarity)
+    for entry, similarity in kb.kernel_summaries_near(text, CANDIDATE_POOL):
+        if backend is None or entry.backend == backend:
+            pool[entry.id] = (entry, similarity)
     if problem:
-        # the vector index may rank the asked-for problem's kernels low (few words in common
-        # with a terse request); fetch them by metadata so they are never missed
-        for entry, similarity in kb.query_kernels(
-            text, where=where_equal(backend=backend, problem=problem), n=CANDIDATE_POOL
-        ):
+        backends = [backend] if backend else list(KNOWN_BACKENDS)
+        for entry, similarity in kb.best_kernel_summaries(problem, backends, text):
             pool[entry.id] = (entry, similarity)
     ranked: list[RetrievedKernel] = []
     for entry, similarity in pool.values():
@@ -101,12 +102,14 @@ def search_kernels(
             similarity -= 0.1  # a kernel for another dtype of the same problem is a weaker start
         score, why = _score(entry, similarity, problem, target, family)
         ranked.append(RetrievedKernel(entry=entry, similarity=similarity, score=score, why=why))
-    ranked.sort(key=lambda r: r.score, reverse=True)
-    if family:
-        in_family = [r for r in ranked if r.entry.target_family == family]
-        others = [r for r in ranked if r.entry.target_family != family]
-        ranked = in_family + others
-    return ranked[:n]
+    ranked.sort(key=lambda r: (
+        bool(problem) and r.entry.problem == problem,
+        family is not None and r.entry.target_family == family,
+        r.score,
+    ), reverse=True)
+    top = ranked[:n]
+    sources = {e.id: e for e in kb.kernels_by_id([r.entry.id for r in top])}
+    return [r.model_copy(update={"entry": sources[r.entry.id]}) for r in top if r.entry.id in sources]
 
 
 def applicable_guidance(kb: KnowledgeBase, text: str, *, backend: str, target: str,

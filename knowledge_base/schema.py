@@ -146,8 +146,10 @@ def code_outline(source: str) -> str:
     except SyntaxError:
         return ""
     doc = (ast.get_docstring(tree) or "").split("\n\n")[0]
+    # top-level definitions and class bodies only: walking every node costs twice as much
+    nodes = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body)]
     names = [
-        node.name for node in ast.walk(tree)
+        node.name for node in nodes
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("forward", "__init__")
     ]
     return "\n".join([doc, " ".join(names)])
@@ -189,6 +191,11 @@ def scalar_metadata(entry: KernelEntry) -> dict[str, Any]:
         "dtype": entry.dtype,
         "role": entry.role,
         "code_hash": entry.code_hash,
+        # single-field keys: a Chroma filter's cost grows with the records it matches, so
+        # lookups use one selective equality instead of an $and of broad ones
+        "slot": "|".join(entry.slot),
+        # "-" rather than absent: an upsert merges metadata, so a demoted record must overwrite it
+        "best_of": f"{entry.problem}|{entry.backend}" if entry.role == "best" else "-",
         "model": entry.provenance.model,
         "run_id": entry.provenance.run_id,
         "created": entry.provenance.created,

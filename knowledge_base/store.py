@@ -236,21 +236,56 @@ class KnowledgeBase:
         return [(entry_from_record(doc, meta), similarity)
                 for doc, meta, similarity in self._nearest(self._kernels, text, n, where)]
 
-    def _nearest(self, collection, text: str, n: int, where: dict[str, Any] | None = None):
-        """(document, metadata, cosine similarity) of the n records nearest to a text."""
-        count = collection.count()
-        if n <= 0 or count == 0:
+    def _nearest(self, collection, text: str, n: int, where: dict[str, Any] | None = None,
+                 documents: bool = True):
+        """(document, metadata, cosine similarity) of the n records nearest to a text; with
+        ``documents=False`` the document is "" (cheaper: sources are the bulk of a record)."""
+        if n <= 0:
             return []
-        found = collection.query(
-            query_embeddings=self._embed([text]), n_results=min(n, count), where=where or None,
-            include=["documents", "metadatas", "distances"],
-        )
+        include = ["documents", "metadatas", "distances"] if documents else ["metadatas", "distances"]
+        found = collection.query(query_embeddings=self._embed([text]), n_results=n,
+                                 where=where or None, include=include)
+        docs = found["documents"][0] if documents else [""] * len(found["ids"][0])
         return [
             (doc, meta, 1.0 - float(distance))
-            for doc, meta, distance in zip(
-                found["documents"][0], found["metadatas"][0], found["distances"][0], strict=True
-            )
+            for doc, meta, distance in zip(docs, found["metadatas"][0], found["distances"][0], strict=True)
         ]
+
+    def kernel_summaries_near(self, text: str, n: int) -> list[tuple[KernelEntry, float]]:
+        """The n kernels nearest to a text, without their sources, from one unfiltered query:
+        a Chroma filter costs time in proportion to the records it matches (hundreds of ms at
+        100,000 kernels), an unfiltered nearest-neighbour query a few ms."""
+        return [(entry_from_record("", meta), similarity)
+                for _, meta, similarity in self._nearest(self._kernels, text, n, documents=False)]
+
+    def best_kernel_summaries(self, problem: str, backends: Sequence[str], text: str
+                              ) -> list[tuple[KernelEntry, float]]:
+        """Each slot's best kernel for a problem (one per target and dtype), without sources,
+        with its similarity to a text computed from the stored embeddings."""
+        import numpy as np
+
+        keys = [f"{problem}|{backend}" for backend in backends]
+        where = {"best_of": keys[0]} if len(keys) == 1 else {"best_of": {"$in": keys}}
+        found = self._kernels.get(where=where, include=["metadatas", "embeddings"])
+        if not found["ids"]:
+            return []
+        query = np.asarray(self._embed([text])[0], dtype=np.float64)
+        stored = np.asarray(found["embeddings"], dtype=np.float64)
+        norms = np.linalg.norm(stored, axis=1) * np.linalg.norm(query)
+        similarities = stored @ query / np.where(norms == 0, 1.0, norms)
+        return [(entry_from_record("", meta), float(similarity))
+                for meta, similarity in zip(found["metadatas"], similarities, strict=True)]
+
+    def kernels_by_id(self, ids: Sequence[str]) -> list[KernelEntry]:
+        """Whole entries (sources included) for ids, in the order given; unknown ids are skipped."""
+        if not ids:
+            return []
+        found = self._kernels.get(ids=list(ids), include=["documents", "metadatas"])
+        by_id = {
+            kernel_id: entry_from_record(doc, meta)
+            for kernel_id, doc, meta in zip(found["ids"], found["documents"], found["metadatas"], strict=True)
+        }
+        return [by_id[i] for i in ids if i in by_id]
 
     def delete_kernels(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), WRITE_BATCH):

@@ -173,8 +173,7 @@ def import_knowledge_base(
     with kb.write_lock():
         occupied = {
             entry.slot for entry in accepted
-            if any(e.id != entry.id for e in kb.kernels(where_equal(
-                problem=entry.problem, backend=entry.backend, target=entry.target, dtype=entry.dtype)))
+            if any(e.id != entry.id for e in kb.kernels(where_equal(slot="|".join(entry.slot))))
         }
         kb.put_kernels(accepted)
         kb.put_guidance(notes)

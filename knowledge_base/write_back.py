@@ -144,7 +144,7 @@ def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: boo
         raise NotVerifiedError(f"{entry.id}: only verified kernels are stored")
     with kb.write_lock():
         problem, backend, target, dtype = entry.slot
-        slot = kb.kernels(where_equal(problem=problem, backend=backend, target=target, dtype=dtype))
+        slot = kb.kernels(where_equal(slot="|".join(entry.slot)))
         same = next((e for e in slot if e.code_hash == entry.code_hash), None)
         if same is not None:
             if _faster(entry.timing, same.timing):
@@ -168,7 +168,7 @@ def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: boo
 
 def settle_best(kb: KnowledgeBase, problem: str, backend: str, target: str, dtype: str) -> None:
     """Make exactly one kernel of the slot its best: the fastest measured, else the current one."""
-    slot = kb.kernels(where_equal(problem=problem, backend=backend, target=target, dtype=dtype))
+    slot = kb.kernels(where_equal(slot="|".join((problem, backend, target, dtype))))
     if not slot:
         return
     ranked = sorted(
@@ -206,9 +206,7 @@ def prune(kb: KnowledgeBase, *, keep_stepping_stones: int = DEFAULT_STEPPING_STO
         for key, entries in slots.items():
             if not dry_run:
                 settle_best(kb, *key)
-                entries = kb.kernels(
-                    where_equal(problem=key[0], backend=key[1], target=key[2], dtype=key[3])
-                )
+                entries = kb.kernels(where_equal(slot="|".join(key)))
             stones = sorted(
                 (e for e in entries if e.role != "best"),
                 key=lambda e: e.provenance.created, reverse=True,

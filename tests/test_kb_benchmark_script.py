@@ -49,12 +49,6 @@ def test_small_benchmark_reports_every_figure(small_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="search_kernels puts every kernel of the asked-for target family before the asked-for "
-    "problem's kernels, so a problem with no kernel in that family loses the top place to another "
-    "problem; passes once problem match ranks ahead of the family",
-)
 def test_top_example_is_the_problem_asked_for(small_run):
     report, _ = small_run
     assert report.problem_hit_rate >= 0.95, report.misses
