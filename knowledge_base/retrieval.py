@@ -12,6 +12,7 @@ kernel is still a better start for an MI300X request than nothing.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -43,33 +44,34 @@ class Retrieval(BaseModel):
         return self.examples[0].entry if self.examples else None
 
 
-def _speed_bonus(entry: KernelEntry) -> float:
-    speedup = entry.timing.speedup_vs_compile
+def _speed_bonus(speedup: float | None) -> float:
     if speedup is None or speedup <= 0:
         return 0.0
     # log scale, capped: 2x over torch.compile is worth a bit, 100x is not worth 50 times more
     return SPEED * max(-1.0, min(1.0, math.log2(speedup) / 2))
 
 
-def _score(entry: KernelEntry, similarity: float, problem: str | None, target: str | None,
+def _score(meta: dict[str, Any], similarity: float, problem: str | None, target: str | None,
            family: str | None) -> tuple[float, str]:
+    """Rank from a record's flat metadata alone (whole entries are read for the kept few)."""
     score, why = similarity, [f"similarity {similarity:.2f}"]
-    if problem and entry.problem == problem:
+    if problem and meta.get("problem") == problem:
         score += PROBLEM_MATCH
         why.append("same problem")
-    if target and entry.target == target:
+    if target and meta.get("target") == target:
         score += SAME_TARGET
         why.append(f"same target {target}")
-    elif family and entry.target_family == family:
+    elif family and meta.get("target_family") == family:
         score += SAME_FAMILY
         why.append(f"same family {family}")
-    if entry.role == "best":
+    if meta.get("role") == "best":
         score += 0.05
     # speed ranks kernels that are about as close; it must not lift an unrelated fast kernel
-    bonus = _speed_bonus(entry) * max(similarity, 0.0)
+    speedup = meta.get("speedup_vs_compile")
+    bonus = _speed_bonus(speedup) * max(similarity, 0.0)
     if bonus:
         score += bonus
-        why.append(f"{entry.timing.speedup_vs_compile:.2f}x vs torch.compile")
+        why.append(f"{speedup:.2f}x vs torch.compile")
     return score, ", ".join(why)
 
 
@@ -88,28 +90,29 @@ def search_kernels(
     unfiltered nearest-neighbour query, the backend checked here, and the problem's best kernels
     fetched by one selective key, so they are never missed however the index ranks them."""
     family = target_family(target) if target else None
-    pool: dict[str, tuple[KernelEntry, float]] = {}
-    for entry, similarity in kb.kernel_summaries_near(text, CANDIDATE_POOL):
-        if backend is None or entry.backend == backend:
-            pool[entry.id] = (entry, similarity)
+    pool: dict[str, tuple[dict[str, Any], float]] = {}
+    for kernel_id, meta, similarity in kb.kernel_summaries_near(text, CANDIDATE_POOL):
+        if backend is None or meta.get("backend") == backend:
+            pool[kernel_id] = (meta, similarity)
     if problem:
         backends = [backend] if backend else list(KNOWN_BACKENDS)
-        for entry, similarity in kb.best_kernel_summaries(problem, backends, text):
-            pool[entry.id] = (entry, similarity)
-    ranked: list[RetrievedKernel] = []
-    for entry, similarity in pool.values():
-        if dtype and entry.dtype != dtype and entry.problem == problem:
+        for kernel_id, meta, similarity in kb.best_kernel_summaries(problem, backends, text):
+            pool[kernel_id] = (meta, similarity)
+    ranked: list[tuple[tuple, str, float, str]] = []
+    for kernel_id, (meta, similarity) in pool.items():
+        if dtype and meta.get("dtype") != dtype and meta.get("problem") == problem:
             similarity -= 0.1  # a kernel for another dtype of the same problem is a weaker start
-        score, why = _score(entry, similarity, problem, target, family)
-        ranked.append(RetrievedKernel(entry=entry, similarity=similarity, score=score, why=why))
-    ranked.sort(key=lambda r: (
-        bool(problem) and r.entry.problem == problem,
-        family is not None and r.entry.target_family == family,
-        r.score,
-    ), reverse=True)
+        score, why = _score(meta, similarity, problem, target, family)
+        key = (bool(problem) and meta.get("problem") == problem,
+               family is not None and meta.get("target_family") == family, score)
+        ranked.append((key, kernel_id, similarity, why))
+    ranked.sort(key=lambda item: item[0], reverse=True)
     top = ranked[:n]
-    sources = {e.id: e for e in kb.kernels_by_id([r.entry.id for r in top])}
-    return [r.model_copy(update={"entry": sources[r.entry.id]}) for r in top if r.entry.id in sources]
+    entries = {e.id: e for e in kb.kernels_by_id([kernel_id for _, kernel_id, _, _ in top])}
+    return [
+        RetrievedKernel(entry=entries[kernel_id], similarity=similarity, score=key[2], why=why)
+        for key, kernel_id, similarity, why in top if kernel_id in entries
+    ]
 
 
 def applicable_guidance(kb: KnowledgeBase, text: str, *, backend: str, target: str,

@@ -1,10 +1,10 @@
 """What the knowledge base holds: verified kernels with their evidence, and guidance notes.
 
 A :class:`KernelEntry` is the unit of export/import and of Chroma storage. In
-Chroma, the kernel's source is the document, the fields kgen filters on
-(problem, backend, target, dtype, role, timing) are flat metadata, and the
-whole entry minus its source is one JSON metadata field, so every field
-round-trips exactly whatever Chroma's metadata types allow.
+Chroma, the record's document is the whole entry as JSON (so every field
+round-trips exactly, whatever Chroma's metadata types allow), and the fields
+retrieval ranks and filters on (problem, backend, target, dtype, role,
+timing) are small flat metadata.
 """
 
 from __future__ import annotations
@@ -202,13 +202,19 @@ def scalar_metadata(entry: KernelEntry) -> dict[str, Any]:
         "time_ms": entry.timing.time_ms,
         "speedup_vs_compile": entry.timing.speedup_vs_compile,
         "pct_of_sol": entry.timing.pct_of_sol,
-        "entry_json": entry.model_dump_json(exclude={"source"}),
     }
     return {key: value for key, value in fields.items() if value is not None}
 
 
-def entry_from_record(source: str, metadata: dict[str, Any]) -> KernelEntry:
-    return KernelEntry.model_validate({**json.loads(metadata["entry_json"]), "source": source})
+def entry_document(entry: KernelEntry) -> str:
+    """The whole entry, source included, as the record's document. Kept out of the metadata:
+    Chroma returns every metadata field with every query result and indexes every string in it,
+    so a large field there slows each search and doubles the store."""
+    return entry.model_dump_json()
+
+
+def entry_from_document(document: str) -> KernelEntry:
+    return KernelEntry.model_validate_json(document)
 
 
 def guidance_metadata(note: GuidanceNote) -> dict[str, Any]:

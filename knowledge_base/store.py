@@ -33,7 +33,8 @@ from kgen.knowledge_base.errors import KnowledgeBaseError
 from kgen.knowledge_base.schema import (
     GuidanceNote,
     KernelEntry,
-    entry_from_record,
+    entry_document,
+    entry_from_document,
     guidance_metadata,
     note_from_record,
     scalar_metadata,
@@ -41,7 +42,7 @@ from kgen.knowledge_base.schema import (
 
 KERNELS_COLLECTION = "kgen_kernels"
 GUIDANCE_COLLECTION = "kgen_guidance"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Chroma caps one request's batch; writes are split into chunks no larger than this
 WRITE_BATCH = 1000
 LOCK_FILE = "kgen-write.lock"
@@ -173,6 +174,12 @@ class KnowledgeBase:
             metadata=metadata,
             configuration={"hnsw": {"space": "cosine"}},
         )
+        schema = (collection.metadata or {}).get("kgen_schema", SCHEMA_VERSION)
+        if schema != SCHEMA_VERSION:
+            raise KnowledgeBaseError(
+                f"the knowledge base at {self.location} has record format {schema}, this kgen "
+                f"writes format {SCHEMA_VERSION}: point --kb at a new store and `kgen kb init` it"
+            )
         built_with = (collection.metadata or {}).get("kgen_embedding")
         if built_with and built_with != self.embedding:
             raise KnowledgeBaseError(
@@ -193,16 +200,16 @@ class KnowledgeBase:
             batch = entries[start : start + WRITE_BATCH]
             self._kernels.upsert(
                 ids=[e.id for e in batch],
-                documents=[e.source for e in batch],
+                documents=[entry_document(e) for e in batch],
                 metadatas=[scalar_metadata(e) for e in batch],
                 embeddings=self._embed([e.search_text() for e in batch]),
             )
 
     def get_kernel(self, kernel_id: str) -> KernelEntry | None:
-        found = self._kernels.get(ids=[kernel_id], include=["documents", "metadatas"])
+        found = self._kernels.get(ids=[kernel_id], include=["documents"])
         if not found["ids"]:
             return None
-        return entry_from_record(found["documents"][0], found["metadatas"][0])
+        return entry_from_document(found["documents"][0])
 
     def find_kernel_by_prefix(self, prefix: str) -> list[KernelEntry]:
         """Ids as typed by a person: a full id or its unambiguous start."""
@@ -217,13 +224,9 @@ class KnowledgeBase:
         offset = 0
         page = WRITE_BATCH if limit is None else min(limit, WRITE_BATCH)
         while limit is None or len(entries) < limit:
-            found = self._kernels.get(
-                where=where or None, include=["documents", "metadatas"], limit=page, offset=offset
-            )
-            entries += [
-                entry_from_record(doc, meta)
-                for doc, meta in zip(found["documents"], found["metadatas"], strict=True)
-            ]
+            found = self._kernels.get(where=where or None, include=["documents"], limit=page,
+                                      offset=offset)
+            entries += [entry_from_document(doc) for doc in found["documents"]]
             if len(found["ids"]) < page:
                 break
             offset += page
@@ -233,13 +236,13 @@ class KnowledgeBase:
         self, text: str, *, where: dict[str, Any] | None = None, n: int = 10
     ) -> list[tuple[KernelEntry, float]]:
         """Nearest kernels to a text, with cosine similarity (1 = same direction)."""
-        return [(entry_from_record(doc, meta), similarity)
-                for doc, meta, similarity in self._nearest(self._kernels, text, n, where)]
+        return [(entry_from_document(doc), similarity)
+                for _, doc, _, similarity in self._nearest(self._kernels, text, n, where)]
 
     def _nearest(self, collection, text: str, n: int, where: dict[str, Any] | None = None,
-                 documents: bool = True):
-        """(document, metadata, cosine similarity) of the n records nearest to a text; with
-        ``documents=False`` the document is "" (cheaper: sources are the bulk of a record)."""
+                 documents: bool = True) -> list[tuple[str, str, dict[str, Any], float]]:
+        """(id, document, metadata, cosine similarity) of the n records nearest to a text; with
+        ``documents=False`` the document is "" (cheaper: documents are the bulk of a record)."""
         if n <= 0:
             return []
         include = ["documents", "metadatas", "distances"] if documents else ["metadatas", "distances"]
@@ -247,21 +250,22 @@ class KnowledgeBase:
                                  where=where or None, include=include)
         docs = found["documents"][0] if documents else [""] * len(found["ids"][0])
         return [
-            (doc, meta, 1.0 - float(distance))
-            for doc, meta, distance in zip(docs, found["metadatas"][0], found["distances"][0], strict=True)
+            (record_id, doc, meta, 1.0 - float(distance))
+            for record_id, doc, meta, distance in zip(
+                found["ids"][0], docs, found["metadatas"][0], found["distances"][0], strict=True)
         ]
 
-    def kernel_summaries_near(self, text: str, n: int) -> list[tuple[KernelEntry, float]]:
-        """The n kernels nearest to a text, without their sources, from one unfiltered query:
-        a Chroma filter costs time in proportion to the records it matches (hundreds of ms at
-        100,000 kernels), an unfiltered nearest-neighbour query a few ms."""
-        return [(entry_from_record("", meta), similarity)
-                for _, meta, similarity in self._nearest(self._kernels, text, n, documents=False)]
+    def kernel_summaries_near(self, text: str, n: int) -> list[tuple[str, dict[str, Any], float]]:
+        """(id, flat metadata, similarity) of the n kernels nearest to a text, from one unfiltered
+        query: a Chroma filter costs time in proportion to the records it matches (hundreds of
+        ms at 100,000 kernels), an unfiltered nearest-neighbour query a few ms."""
+        return [(record_id, meta, similarity) for record_id, _, meta, similarity
+                in self._nearest(self._kernels, text, n, documents=False)]
 
     def best_kernel_summaries(self, problem: str, backends: Sequence[str], text: str
-                              ) -> list[tuple[KernelEntry, float]]:
-        """Each slot's best kernel for a problem (one per target and dtype), without sources,
-        with its similarity to a text computed from the stored embeddings."""
+                              ) -> list[tuple[str, dict[str, Any], float]]:
+        """(id, flat metadata, similarity to a text) of each slot's best kernel for a problem
+        (one per target and dtype); similarity from the stored embeddings, computed here."""
         import numpy as np
 
         keys = [f"{problem}|{backend}" for backend in backends]
@@ -273,18 +277,16 @@ class KnowledgeBase:
         stored = np.asarray(found["embeddings"], dtype=np.float64)
         norms = np.linalg.norm(stored, axis=1) * np.linalg.norm(query)
         similarities = stored @ query / np.where(norms == 0, 1.0, norms)
-        return [(entry_from_record("", meta), float(similarity))
-                for meta, similarity in zip(found["metadatas"], similarities, strict=True)]
+        return [(record_id, meta, float(similarity)) for record_id, meta, similarity
+                in zip(found["ids"], found["metadatas"], similarities, strict=True)]
 
     def kernels_by_id(self, ids: Sequence[str]) -> list[KernelEntry]:
-        """Whole entries (sources included) for ids, in the order given; unknown ids are skipped."""
+        """Whole entries for ids, in the order given; unknown ids are skipped."""
         if not ids:
             return []
-        found = self._kernels.get(ids=list(ids), include=["documents", "metadatas"])
-        by_id = {
-            kernel_id: entry_from_record(doc, meta)
-            for kernel_id, doc, meta in zip(found["ids"], found["documents"], found["metadatas"], strict=True)
-        }
+        found = self._kernels.get(ids=list(ids), include=["documents"])
+        by_id = {record_id: entry_from_document(doc)
+                 for record_id, doc in zip(found["ids"], found["documents"], strict=True)}
         return [by_id[i] for i in ids if i in by_id]
 
     def delete_kernels(self, ids: Sequence[str]) -> None:
@@ -315,7 +317,7 @@ class KnowledgeBase:
 
     def query_guidance(self, text: str, n: int = 50) -> list[tuple[GuidanceNote, float]]:
         return [(note_from_record(doc, meta), similarity)
-                for doc, meta, similarity in self._nearest(self._guidance, text, n)]
+                for _, doc, meta, similarity in self._nearest(self._guidance, text, n)]
 
     def delete_guidance(self, ids: Sequence[str]) -> None:
         if ids:
