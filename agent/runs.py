@@ -11,18 +11,29 @@ from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
 
 
-def validate_options(options: RunOptions) -> None:
-    """Bad input caught before a run directory exists: empty request, bad model strings,
-    unknown targets, an executor that cannot run here."""
+def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None) -> None:
+    """Bad input caught before a run directory exists: an empty or unreadable request (offline,
+    where the matcher reads it), bad model strings, missing keys, unknown targets."""
     from kgen.agent.models import ModelSpecError, parse_model
+    from kgen.agent.providers import resolve_api_key
+    from kgen.agent.spec import SpecError, parse_request
     from kgen.backends.targets import UnknownTargetError, resolve_target
 
     if not options.request.strip() and not options.problem_file:
         raise RunError("empty request: say what kernel you want, e.g. kgen \"Triton RMSNorm backward for H100\"")
     for model in options.models:
         try:
-            parse_model(model)
+            spec = parse_model(model)
         except ModelSpecError as exc:
+            raise RunError(str(exc)) from exc
+        if resolve_api_key(spec, (api_keys or {}).get(spec.provider)) is None:
+            variable = spec.api_key_env or f"{spec.provider.upper()}_API_KEY"
+            raise RunError(f"no API key for {spec.label}: set {variable} or put "
+                           f"{spec.provider}_api_key in the config file")
+    if options.offline and not options.problem_file:
+        try:
+            parse_request(options.request, default_target="h100")
+        except SpecError as exc:
             raise RunError(str(exc)) from exc
     for target in options.targets:
         try:
@@ -41,7 +52,7 @@ def _finish(runner: Runner, resume: bool) -> RunSummary:
 
 def start_run(options: RunOptions, *, runs_dir: Path, out: Path | None = None,
               progress: Progress | None = None, api_keys: dict[str, str] | None = None) -> RunSummary:
-    validate_options(options)
+    validate_options(options, api_keys)
     run = RunDirectory.create(runs_dir, out)
     save_options(run, options)
     runner = Runner(run, options, progress, api_keys)
