@@ -175,6 +175,11 @@ class Runner:
             spec = spec.model_copy(update={"targets": list(options.targets)})
         if options.backend:
             spec = spec.model_copy(update={"backend": options.backend})
+        from kgen.backends.registry import known_backends
+
+        if spec.backend not in known_backends():
+            raise RunError(f"the {spec.backend} backend cannot verify kernels in this version "
+                           f"(available: {', '.join(known_backends())})")
         info = resolve_problem(spec.problem)
         dtype = spec.dtypes[0] if spec.dtypes else input_dtype(info)
         self.run.write("spec.json", spec.model_dump_json(indent=1))
