@@ -125,12 +125,8 @@ def plan_offline(
     for target in targets:
         n = counts[target]
         if generation == 0 and target in baselines and n > 0:
-            kb_id, source = baselines[target]
-            tasks.append(CandidateTask(
-                id="", generation=0, target=target, kind="baseline", origin="knowledge_base",
-                description=f"the knowledge base's kernel {kb_id}", source=source, kb_id=kb_id,
-            ))
-            tried.add(source_key(source))
+            tasks.append(_baseline_task(target, baselines[target]))
+            tried.add(source_key(baselines[target][1]))
             n -= 1
         parents = [(r.id, sources[r.id]) for r in best_for(records, target, n=2) if r.id in sources]
         if not parents and target in baselines:
@@ -167,11 +163,7 @@ def plan_with_models(
     for target in targets:
         n = counts[target]
         if generation == 0 and target in baselines and n > 1:
-            kb_id, source = baselines[target]
-            tasks.append(CandidateTask(
-                id="", generation=0, target=target, kind="baseline", origin="knowledge_base",
-                description=f"the knowledge base's kernel {kb_id}", source=source, kb_id=kb_id,
-            ))
+            tasks.append(_baseline_task(target, baselines[target]))
             n -= 1
         best = best_for(records, target, n=2)
         rejected = [r for r in records if r.target == target and r.verdict == "rejected"
@@ -194,6 +186,15 @@ def plan_with_models(
                 parent_ids=parents, description=f"{kind} by {model}",
             ))
     return _numbered(tasks, generation)
+
+
+def _baseline_task(target: str, baseline: tuple[str, str]) -> CandidateTask:
+    """Re-measure the knowledge base's kernel under this run's conditions."""
+    kb_id, source = baseline
+    return CandidateTask(
+        id="", generation=0, target=target, kind="baseline", origin="knowledge_base",
+        description=f"the knowledge base's kernel {kb_id}", source=source, kb_id=kb_id,
+    )
 
 
 def _numbered(tasks: list[CandidateTask], generation: int) -> list[CandidateTask]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -15,21 +14,11 @@ from kgen.knowledge_base import SEED_KERNELS_DIR
 SEED = SEED_KERNELS_DIR / "triton" / "rmsnorm_backward.py"
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    """A fresh $KGEN_HOME; no kgen settings or keys from the developer's environment."""
-    home = tmp_path / "home"
-    monkeypatch.setenv("KGEN_HOME", str(home))
-    for name in list(os.environ):
-        if (name.startswith("KGEN_") and name != "KGEN_HOME") or name.endswith("_API_KEY"):
-            monkeypatch.delenv(name)
-    return home
 
 
 @pytest.mark.slow
 def test_generate_offline_returns_a_verified_kernel_with_evidence(home, tmp_path):
     # a configured model is overridden: models=[] means offline
-    home.mkdir()
     (home / "config.toml").write_text('models = ["openai:gpt-5"]\n')
     lines: list[str] = []
     summary = kgen.generate("Triton softmax for H100", models=[], budget=2, device="cpu",

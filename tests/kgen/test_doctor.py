@@ -18,15 +18,6 @@ SECRET = "sk-test-Zq8vTopSecretValue"
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU plan")
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    """A fresh KGEN_HOME and an environment without any kgen setting or provider key."""
-    for variable in list(os.environ):
-        if variable.startswith("KGEN_") or variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-            monkeypatch.delenv(variable)
-    monkeypatch.setenv("KGEN_HOME", str(tmp_path / "home"))
-    (tmp_path / "home").mkdir()
-    return tmp_path / "home"
 
 
 def rendered(diagnosis) -> str:
