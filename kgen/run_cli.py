@@ -94,7 +94,12 @@ def run_command(
     """Generate, verify, measure and remember a kernel for a request (the main job).
 
     With no model configured kgen runs offline: it takes the knowledge base's best
-    kernel for the request and tunes its parameters for the target.
+    kernel for the request and tunes its parameters for the target. `kgen "..."` is
+    short for `kgen run "..."`; options not given come from `KGEN_*` variables, then
+    $KGEN_HOME/config.toml (`kgen config`). An interrupted run continues with
+    `kgen resume RUN`.
+
+    Example: kgen "layernorm fwd bf16 for H100 and MI300X" -m openai:gpt-5 --budget 16
     """
     from kgen.agent.runs import start_run
     from kgen.api import KgenUsageError, api_keys, run_options
