@@ -66,3 +66,10 @@ def test_retrieve_brings_applicable_guidance_with_the_rules_first(kb):
 def test_empty_store_retrieves_nothing_without_error(kb):
     assert search_kernels(kb, "anything", backend="triton", n=3) == []
     assert retrieve(kb, "anything", backend="triton", target="h100").best is None
+
+
+def test_a_rare_backend_is_found_even_when_the_nearest_records_are_all_of_another(kb):
+    kb.put_kernels([make_entry(i, problem="softmax") for i in range(110)]
+                   + [make_entry(999, problem="rmsnorm_backward", backend="cute")])
+    found = search_kernels(kb, "softmax", backend="cute", n=3)
+    assert [(r.entry.backend, r.entry.problem) for r in found] == [("cute", "rmsnorm_backward")]
