@@ -7,8 +7,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +26,9 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory) -> Iterator[str]:
     """URL of a real Chroma server on loopback, for the whole session."""
-    chroma = shutil.which("chroma")
+    # the script chromadb installed beside this interpreter, else whatever PATH has
+    beside = Path(sys.executable).parent / "chroma"
+    chroma = str(beside) if beside.is_file() else shutil.which("chroma")
     if chroma is None:
         pytest.fail("the `chroma` command (installed with chromadb) is not on PATH")
     port = _free_port()
