@@ -148,6 +148,7 @@ class Runner:
 
     def spec(self, state: RunState) -> dict:
         from kgen.agent.spec import SpecError, parse_request, parse_request_with_model
+        from kgen.backends.registry import known_backends
         from kgen.evals.catalog import resolve_problem
         from kgen.evals.problem import input_dtype
 
@@ -175,8 +176,6 @@ class Runner:
             spec = spec.model_copy(update={"targets": list(options.targets)})
         if options.backend:
             spec = spec.model_copy(update={"backend": options.backend})
-        from kgen.backends.registry import known_backends
-
         if spec.backend not in known_backends():
             raise RunError(f"the {spec.backend} backend cannot verify kernels in this version "
                            f"(available: {', '.join(known_backends())})")
