@@ -9,6 +9,8 @@ what=${2:-both}
 mkdir -p "$out"
 export KGEN_HOME="$out/home"
 cd /tmp  # never import kgen from the source tree's kgen/ folder
+# the seeds' evidence is keyed by code hash: it must match under this machine's Python too
+python3 -c "from kgen.knowledge_base.seeding import seed_entries; print(len(seed_entries()), 'seeds match their evidence')"
 if [ "$what" != scripted ]; then
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -m kgen.cli doctor 2>&1 | tail -8
