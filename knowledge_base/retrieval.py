@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, scalar_metadata, target_family
+from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, target_family
 from kgen.knowledge_base.store import KnowledgeBase
 
 #: score weights: problem match outweighs everything; similarity and speed break ties
@@ -95,9 +95,9 @@ def search_kernels(
         if backend is None or meta.get("backend") == backend:
             pool[kernel_id] = (meta, similarity)
     if backend and len(pool) < n:
-        # the nearest records were all of other backends: pay for one filtered query (rare)
-        for entry, similarity in kb.query_kernels(text, where={"backend": backend}, n=n):
-            pool[entry.id] = (scalar_metadata(entry), similarity)
+        # the nearest records were all of other backends: scan that backend's kernels (rare)
+        for kernel_id, meta, similarity in kb.kernel_summaries_where({"backend": backend}, text):
+            pool[kernel_id] = (meta, similarity)
     if problem:
         backends = [backend] if backend else list(KNOWN_BACKENDS)
         for kernel_id, meta, similarity in kb.best_kernel_summaries(problem, backends, text):

@@ -119,6 +119,30 @@ def _open_client(location: str):
         raise KnowledgeBaseError(_unreadable(path, exc)) from exc
 
 
+@contextlib.contextmanager
+def _first_open_lock(location: str) -> Iterator[None]:
+    """Processes opening one embedded store at the same moment take turns: Chroma creates its
+    tables on first open, and two creators at once fail ("table collections already exists")."""
+    if is_server_url(location):
+        yield
+        return
+    import fcntl
+
+    path = Path(location)
+    if path.exists() and not path.is_dir():
+        raise KnowledgeBaseError(f"knowledge base path {path} is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KnowledgeBaseError(f"cannot create the knowledge base at {path}: {exc}") from exc
+    with open(path / LOCK_FILE, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:200]
@@ -152,17 +176,18 @@ class KnowledgeBase:
         location = location or default_location()
         if not is_server_url(location):
             location = str(Path(location).expanduser().resolve())
-        client = _open_client(location)
-        try:
-            return cls(client, location, embedding)
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:
-            if is_server_url(location):
-                raise KnowledgeBaseError(
-                    f"the Chroma server at {location} refused kgen's collections ({_short(exc)})"
-                ) from exc
-            raise KnowledgeBaseError(_unreadable(Path(location), exc)) from exc
+        with _first_open_lock(location):
+            client = _open_client(location)
+            try:
+                return cls(client, location, embedding)
+            except KnowledgeBaseError:
+                raise
+            except Exception as exc:
+                if is_server_url(location):
+                    raise KnowledgeBaseError(
+                        f"the Chroma server at {location} refused kgen's collections ({_short(exc)})"
+                    ) from exc
+                raise KnowledgeBaseError(_unreadable(Path(location), exc)) from exc
 
     # -- collections -----------------------------------------------------------------
 
@@ -265,12 +290,19 @@ class KnowledgeBase:
     def best_kernel_summaries(self, problem: str, backends: Sequence[str], text: str
                               ) -> list[tuple[str, dict[str, Any], float]]:
         """(id, flat metadata, similarity to a text) of each slot's best kernel for a problem
-        (one per target and dtype); similarity from the stored embeddings, computed here."""
-        import numpy as np
-
+        (one per target and dtype)."""
         keys = [f"{problem}|{backend}" for backend in backends]
         where = {"best_of": keys[0]} if len(keys) == 1 else {"best_of": {"$in": keys}}
-        found = self._kernels.get(where=where, include=["metadatas", "embeddings"])
+        return self.kernel_summaries_where(where, text)
+
+    def kernel_summaries_where(self, where: dict[str, Any], text: str, limit: int = 2000
+                               ) -> list[tuple[str, dict[str, Any], float]]:
+        """(id, flat metadata, similarity to a text) of kernels matching a selective filter, by
+        an exact scan of their stored embeddings: an index search under a filter that few
+        records pass can miss them."""
+        import numpy as np
+
+        found = self._kernels.get(where=where, include=["metadatas", "embeddings"], limit=limit)
         if not found["ids"]:
             return []
         query = np.asarray(self._embed([text])[0], dtype=np.float64)
