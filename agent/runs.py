@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from kgen.agent.graph import Progress, RunError, Runner, execute, load_options, save_options
-from kgen.agent.reporting import RunSummary, build_summary
+from kgen.agent.reporting import RunSummary
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
 
@@ -43,8 +43,9 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
 
 
 def _finish(runner: Runner, resume: bool) -> RunSummary:
-    state = execute(runner, resume=resume)
-    summary = build_summary(runner, state)
+    execute(runner, resume=resume)
+    # the report node wrote it: reading it back keeps the modules and evaluations read once
+    summary = RunSummary.model_validate_json(runner.run.file("summary.json").read_text())
     if not summary.best and any(n.startswith("no model returned code") for n in summary.notes):
         raise RunError(summary.notes[-1] + f" (run {runner.run.run_id} kept; `kgen resume` retries)")
     return summary
