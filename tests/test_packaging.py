@@ -55,3 +55,14 @@ def test_wheel_carries_problems_seed_kernels_guidance_prompts_and_config(wheel_n
 def test_console_script_is_declared(wheel, wheel_names):
     entry_points = next(n for n in wheel_names if n.endswith(".dist-info/entry_points.txt"))
     assert "kgen = kgen.cli:main" in wheel.read(entry_points).decode()
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """CI must run the README's own second quick-start command, so it cannot hide a failure
+    of the command a new user types (bare `pytest` differs from `python -m pytest`)."""
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    commands = [line.strip() for line in readme.splitlines() if line.strip().startswith("pip install")]
+    assert len(commands) == 2, commands
+    ci_lines = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines()]
+    assert commands[1] in ci_lines
