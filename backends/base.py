@@ -7,6 +7,7 @@ implementing it and registering in ``kgen.backends.registry``.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -64,9 +65,12 @@ class Backend(Protocol):
     def load_candidate(self, path: Path) -> types.ModuleType:
         """Import a candidate module from its file (kernels need their source on disk)."""
 
-    def record_launches(self, execute: bool = True) -> AbstractContextManager[LaunchLog]:
+    def record_launches(
+        self, execute: bool = True, on_skip: Callable[[list[Any]], None] | None = None
+    ) -> AbstractContextManager[LaunchLog]:
         """Count and describe every kernel launch made inside the context; with
-        ``execute=False``, record the launches without running them."""
+        ``execute=False``, record the launches without running them and hand each
+        one's tensor arguments to ``on_skip``."""
 
     def cross_compile(
         self, module: types.ModuleType, launches: list[KernelLaunch], target: HardwareTarget

@@ -1,10 +1,18 @@
 """One watched call of a candidate's forward, and the evidence it leaves.
 
-Every call the verifier makes goes through ``call_candidate``: fresh clones of
-the inputs (so no call sees the buffers of another), poisoned allocations,
-kernel launches and torch ops recorded, the sandbox guard watching, the
-outputs fingerprinted at return and again after a device-wide sync, and the
-inputs compared with their saved copies afterwards.
+Every watched call the verifier makes goes through ``call_candidate``: fresh
+copies of the inputs laid out as ``get_inputs()`` made them (so no call sees
+the buffers of another, and a view stays a view), poisoned and guarded
+allocations, kernel launches, torch ops and host reads recorded, the sandbox
+guard watching, the outputs fingerprinted at return and again after a
+device-wide sync, the inputs compared with their saved copies afterwards,
+outputs that share storage with an argument and writes past the end of any
+buffer the call allocated noted.
+
+With ``execute_kernels=False`` (the ghost check) no kernel runs and every
+tensor a launch was handed is poisoned instead, over the span its strides can
+reach: what is left unpoisoned in the outputs was written by torch, not by a
+kernel.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import torch
 from kgen.backends.base import Backend, KernelLaunch
 from kgen.evals.candidate_guard import CandidateGuard
 from kgen.evals.compare import flatten_outputs
-from kgen.evals.poison import poison_allocator, poisoned_allocations
+from kgen.evals.layout import copy_inputs
+from kgen.evals.poison import poison_allocator, poison_span, poisoned_allocations
 from kgen.evals.torch_usage import record_torch_ops
 
 
@@ -31,6 +40,12 @@ class CallEvidence:
     mutated_inputs: list[int] = field(default_factory=list)
     #: outputs whose fingerprint changed between return and a device-wide sync
     deferred_outputs: list[int] = field(default_factory=list)
+    #: scalars read to the host during the call (.item(), int(t), float(t), bool(t))
+    host_reads: int = 0
+    #: output index -> argument index whose storage it shares
+    aliased_outputs: dict[int, int] = field(default_factory=dict)
+    #: one line per allocation the call wrote past the end of
+    overruns: list[str] = field(default_factory=list)
     error: BaseException | None = None
 
 
@@ -70,6 +85,44 @@ def same_outputs(a: Sequence[Any], b: Sequence[Any]) -> bool:
     )
 
 
+def shares_storage(a: Any, b: Any) -> bool:
+    return (
+        isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() > 0 and b.numel() > 0
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    )
+
+
+def aliased_outputs(outputs: Sequence[Any], args: Sequence[Any]) -> dict[int, int]:
+    """output index -> index of the first argument whose storage it shares."""
+    found = {}
+    for i, out in enumerate(outputs):
+        j = next((j for j, arg in enumerate(args) if shares_storage(out, arg)), None)
+        if j is not None:
+            found[i] = j
+    return found
+
+
+def _poison_unlaunched(tensors: list[Any]) -> None:
+    """A launch the ghost check did not run: poison what it could have written."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch.no_grad():
+        for tensor in tensors:
+            poison_span(tensor)
+
+
+def _describe_overruns(log, outputs: Sequence[Any]) -> list[str]:
+    lines = []
+    for tensor, changed in log.overruns():
+        which = next((f"output {i}" for i, o in enumerate(outputs) if shares_storage(o, tensor)), None)
+        what = which or f"an intermediate buffer of shape {tuple(tensor.shape)}"
+        lines.append(
+            f"{what} ({str(tensor.dtype).removeprefix('torch.')}, {tensor.numel()} elements): "
+            f"{changed} byte(s) past its end were overwritten"
+        )
+    return lines
+
+
 def call_candidate(
     candidate: Any,
     inputs: Sequence[Any],
@@ -79,16 +132,19 @@ def call_candidate(
     poison_like: Sequence[torch.Tensor] = (),
     execute_kernels: bool = True,
 ) -> CallEvidence:
-    """Run ``candidate(*clones of inputs)`` under every watch; never raises for the candidate."""
-    saved = [clone_value(x) for x in inputs]
-    args = [clone_value(x) for x in inputs]
+    """Run ``candidate(*copies of inputs)`` under every watch; never raises for the candidate."""
+    saved = copy_inputs(inputs)
+    args = copy_inputs(inputs)
     poison_allocator(poison_like, device)
     outputs: list[Any] = []
     error: BaseException | None = None
     with ExitStack() as stack:
-        launches = stack.enter_context(backend.record_launches(execute=execute_kernels))
+        # Outermost: the allocation mode's own fills are kgen's, not the candidate's ops.
+        allocations = stack.enter_context(poisoned_allocations())
+        launches = stack.enter_context(
+            backend.record_launches(execute=execute_kernels, on_skip=None if execute_kernels else _poison_unlaunched)
+        )
         usage = stack.enter_context(record_torch_ops())
-        stack.enter_context(poisoned_allocations())
         stack.enter_context(guard)
         try:
             with torch.no_grad():
@@ -97,6 +153,7 @@ def call_candidate(
             error = exc
     evidence = CallEvidence(outputs=outputs, launches=list(launches.launches), compute_ops={}, error=error)
     evidence.compute_ops = dict(usage.compute_ops)
+    evidence.host_reads = usage.host_reads
     if error is not None:
         return evidence
     at_return = fingerprint(outputs)
@@ -110,4 +167,7 @@ def call_candidate(
         i for i, (before, after) in enumerate(zip(saved, args, strict=True))
         if isinstance(before, torch.Tensor) and not same_values(before, after)
     ]
+    evidence.aliased_outputs = aliased_outputs(outputs, args)
+    evidence.overruns = _describe_overruns(allocations, outputs)
+    allocations.clear()
     return evidence

@@ -127,6 +127,7 @@ def evaluate(
             seeds=seeds,
             size_sets=[size_set.sizes for size_set in plan],
             generated_size_sets=[i for i, size_set in enumerate(plan) if size_set.generated],
+            fallback_size_sets={i: list(size_set.fallbacks) for i, size_set in enumerate(plan) if size_set.fallbacks},
             probe_sizes=_probe_sizes(info, plan[0].sizes, size_device),
             distributions=options.distributions,
             targets=targets,

@@ -45,6 +45,23 @@ and the reference answers the new question.
 ``repeated_id``         every integer tensor filled with one value from its
                         observed range: every contribution lands in one
                         accumulator.
+``mean_shift``          floating tensors moved by ``c * std`` of themselves (``c`` = 512
+                        for fp32/fp64, 64 for fp16, 16 for bf16: as far as the
+                        dtype keeps several bits of the spread after the shift),
+                        the residual-stream case: a variance computed as
+                        ``E[x^2] - E[x]^2`` cancels catastrophically, a softmax
+                        without its max subtracted overflows; a two-pass or
+                        Welford variance does not notice.
+``wide_range``          floating tensors scaled so their RMS is ``2^20`` for bf16,
+                        ``2^11`` for fp16 and ``2^32`` for fp32/fp64 (powers of
+                        two: exact), magnitudes an fp16 intermediate cannot hold
+                        (bf16 data computed in fp16 overflows past 65504) while
+                        the problem's own dtype can.
+
+``mean_shift`` and ``wide_range`` change a problem's conditioning, not only its
+data, so they are judged only where the problem's own reference, run in its own
+dtypes, still meets the verifier's tolerance against the fp64 reference
+(:data:`SELF_CHECKED`); elsewhere the trial is skipped and the skip recorded.
 
 Integer tensors are never changed by the floating transforms, and floating
 tensors never by the id transforms. Non-tensor inputs, bool tensors and empty
@@ -73,6 +90,7 @@ from typing import Any
 
 import torch
 
+from kgen.evals.layout import copy_inputs
 from kgen.evals.problem import ProblemInfo
 
 #: Scale of the ``large`` distribution (a power of two, so the scaling is exact).
@@ -85,8 +103,19 @@ ZIPF_EXPONENT = 1.1
 #: affine permutation instead of ``torch.multinomial`` and ``torch.randperm``.
 _EXACT_ZIPF_LIMIT = 1 << 22
 
+#: ``mean_shift``: the shift in units of the tensor's own standard deviation, per dtype.
+MEAN_SHIFT_SIGMAS: dict[torch.dtype, float] = {
+    torch.float64: 512.0, torch.float32: 512.0, torch.float16: 64.0, torch.bfloat16: 16.0,
+}
+#: ``wide_range``: the RMS a floating tensor is scaled to, per dtype (powers of two).
+WIDE_RANGE_RMS: dict[torch.dtype, float] = {
+    torch.float64: 2.0**32, torch.float32: 2.0**32, torch.float16: 2.0**11, torch.bfloat16: 2.0**20,
+}
+
 #: Run for every problem.
-ALWAYS = ("normal", "uniform", "large", "small", "accumulation_probe")
+ALWAYS = ("normal", "uniform", "large", "small", "accumulation_probe", "mean_shift", "wide_range")
+#: Distributions judged only where the problem's reference in its own dtypes passes on them.
+SELF_CHECKED = frozenset({"mean_shift", "wide_range"})
 #: Run whenever some input is an integer tensor (ids, targets, indices).
 FOR_INTEGER_INPUTS = ("zipf_ids", "repeated_id")
 KNOWN_DISTRIBUTIONS = ALWAYS + FOR_INTEGER_INPUTS
@@ -148,11 +177,21 @@ def distributions_for(info: ProblemInfo, inputs: Sequence[Any]) -> list[str]:
 def apply_distribution(name: str, inputs: Sequence[Any], generator: torch.Generator) -> list[Any]:
     """The inputs under one distribution (see the module docstring); a new list.
 
-    ``normal`` returns the same objects; every other distribution returns new
-    tensors for the ones it changes and the same objects for the rest.
+    ``normal`` returns the same objects; every other distribution returns copies of
+    every tensor, laid out as the originals were (strides, offsets, shared storage),
+    holding the new values where it changes them.
     """
     transform = _TRANSFORMS[check_distribution_name(name)]
-    return [transform(x, generator) for x in inputs]
+    if name == "normal":
+        return list(inputs)
+    values = [transform(x, generator) for x in inputs]
+    # Written into copies that keep each input's strides, offset and shared storage.
+    out = copy_inputs(inputs)
+    with torch.no_grad():
+        for i, (original, new) in enumerate(zip(inputs, values, strict=True)):
+            if new is not original and isinstance(new, torch.Tensor):
+                out[i].copy_(new)
+    return out
 
 
 def representable(ref64: torch.Tensor, dtype: torch.dtype) -> bool:
@@ -177,8 +216,8 @@ def representable(ref64: torch.Tensor, dtype: torch.dtype) -> bool:
 
 
 def _like(original: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``values`` with the original's dtype, strides and requires_grad."""
-    out = torch.empty_like(original)
+    """``values`` in the original's dtype and shape (``apply_distribution`` lays them out)."""
+    out = torch.empty(original.shape, dtype=original.dtype, device=original.device)
     if values.is_floating_point() and original.is_floating_point():
         # Non-finite entries of the original (an additive -inf mask) stay as they were;
         # finite values stay finite in the original's dtype.
@@ -187,7 +226,7 @@ def _like(original: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         values = torch.where(torch.isfinite(source), values.clamp(-info.max, info.max), source)
     with torch.no_grad():
         out.copy_(values)
-    return out.requires_grad_(original.requires_grad) if original.is_floating_point() else out
+    return out
 
 
 def _work_dtype(t: torch.Tensor) -> torch.dtype:
@@ -293,6 +332,29 @@ def _repeated_id(x: Any, generator: torch.Generator) -> Any:
     return _like(x, torch.full(x.shape, low + offset, dtype=torch.int64))
 
 
+def _mean_shift(x: Any, generator: torch.Generator) -> Any:
+    if not _is_float_tensor(x):
+        return x
+    _, std, rms, _ = _finite_stats(x)
+    spread = std if std > 0 else rms
+    if spread == 0:
+        return x
+    sigmas = MEAN_SHIFT_SIGMAS.get(x.dtype, MEAN_SHIFT_SIGMAS[torch.bfloat16])
+    sign = -1.0 if torch.rand((), generator=generator).item() < 0.5 else 1.0
+    return _like(x, x.detach().to(torch.float64) + sign * sigmas * spread)
+
+
+def _wide_range(x: Any, generator: torch.Generator) -> Any:
+    if not _is_float_tensor(x):
+        return x
+    _, _, rms, _ = _finite_stats(x)
+    if rms == 0:
+        return x
+    target = WIDE_RANGE_RMS.get(x.dtype, WIDE_RANGE_RMS[torch.bfloat16])
+    factor = 2.0 ** round(math.log2(target / rms))  # a power of two: the scaling is exact
+    return _like(x, x.detach().to(torch.float64) * factor)
+
+
 _TRANSFORMS: dict[str, Callable[[Any, torch.Generator], Any]] = {
     "normal": _normal,
     "uniform": _uniform,
@@ -301,5 +363,7 @@ _TRANSFORMS: dict[str, Callable[[Any, torch.Generator], Any]] = {
     "accumulation_probe": _accumulation_probe,
     "zipf_ids": _zipf_ids,
     "repeated_id": _repeated_id,
+    "mean_shift": _mean_shift,
+    "wide_range": _wide_range,
 }
-assert tuple(_TRANSFORMS) == KNOWN_DISTRIBUTIONS
+assert set(_TRANSFORMS) == set(KNOWN_DISTRIBUTIONS)

@@ -57,6 +57,13 @@ class RejectionClass(str, Enum):
     TIMING_ATTACK = "timing_attack"  # patched timers, side streams hiding work from timing
     TRAINING_DIVERGENCE = "training_divergence"  # training with its gradient drifts from reference
     SANDBOX_VIOLATION = "sandbox_violation"  # threads, processes, files outside, network
+    LAYOUT_BLINDNESS = "layout_blindness"  # wrong on the problem's own strided inputs, right on contiguous copies
+    CHECKER_DETECTION = "checker_detection"  # right while instrumented, wrong in an uninstrumented call
+    OUTPUT_ALIASES_INPUT = "output_aliases_input"  # an output shares storage with an argument
+    STATE_MUTATION = "state_mutation"  # forward changed module or candidate state the reference leaves alone
+    STALE_WEIGHTS = "stale_weights"  # wrong once the weights change: a copy of them was taken earlier
+    ENVIRONMENT_DEPENDENT = "environment_dependent"  # wrong when only the clock (or environment) differs
+    OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"  # wrote past the end of a buffer it allocated
 
 
 class Verdict(str, Enum):

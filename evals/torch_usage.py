@@ -113,6 +113,8 @@ class TorchOpUsage(BaseModel):
     compute_ops: dict[str, int] = Field(default_factory=dict)
     #: allocation / view / copy / cast ops, e.g. {"aten.empty_like.default": 1}
     allowed_ops: dict[str, int] = Field(default_factory=dict)
+    #: scalars read to the host (``.item()``, ``int(t)``, ``float(t)``, ``bool(t)``)
+    host_reads: int = 0
 
     @property
     def computes(self) -> bool:
@@ -186,7 +188,9 @@ def _torch_prefix() -> str:
     return _torch_dir
 
 
-def _dispatched_by_triton_interpreter(frame: FrameType | None) -> bool:
+def dispatched_by_triton_interpreter(frame: FrameType | None) -> bool:
+    """Whether the op being dispatched from ``frame`` is the Triton interpreter's own
+    host copy of a kernel argument (skipping torch's frames and kgen's own)."""
     ignored = _interpreter_codes()
     if not ignored:
         return False
@@ -224,15 +228,17 @@ def _make_modes(usage: TorchOpUsage):
 
     class _Dispatch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if not _dispatched_by_triton_interpreter(sys._getframe(1)):
+            if not dispatched_by_triton_interpreter(sys._getframe(1)):
                 name = str(func)
                 _count(usage.allowed_ops if is_allowed_aten_op(name) else usage.compute_ops, name)
+                if func.overloadpacket.__name__ == "_local_scalar_dense":
+                    usage.host_reads += 1
             return func(*args, **(kwargs or {}))
 
     class _Function(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             name = _function_name(func)
-            if name in HOST_ESCAPES and not _dispatched_by_triton_interpreter(sys._getframe(1)):
+            if name in HOST_ESCAPES and not dispatched_by_triton_interpreter(sys._getframe(1)):
                 _count(usage.compute_ops, f"Tensor.{name}")
             return func(*args, **(kwargs or {}))
 

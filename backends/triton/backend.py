@@ -48,12 +48,13 @@ class TritonBackend:
     def load_candidate(self, path: Path) -> types.ModuleType:
         return load_module_from_file(Path(path))
 
-    def record_launches(self, execute: bool = True) -> AbstractContextManager:
+    def record_launches(self, execute: bool = True, on_skip=None) -> AbstractContextManager:
         """Every Triton launch inside the block, as ``log.launches`` (see ``launches.py``);
-        with ``execute=False`` the launches are recorded but not run."""
+        with ``execute=False`` the launches are recorded but not run (``on_skip`` hears
+        their tensor arguments)."""
         from kgen.backends.triton.launches import record_launches
 
-        return record_launches(execute)
+        return record_launches(execute, on_skip)
 
     def cross_compile(
         self, module: types.ModuleType, launches: list[KernelLaunch], target: HardwareTarget

@@ -45,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,13 +104,21 @@ _suppressing = 0
 _KERNEL_OBJECTS: dict[str, Any] = {}
 
 
+#: called with every tensor argument of a launch that is recorded but not run
+_skip_hooks: list[Callable[[list[Any]], None]] = []
+
+
 @contextlib.contextmanager
-def record_launches(execute: bool = True) -> Iterator[TritonLaunchLog]:
+def record_launches(
+    execute: bool = True, on_skip: Callable[[list[Any]], None] | None = None
+) -> Iterator[TritonLaunchLog]:
     """Record every Triton kernel launch made inside the block (see the module docstring).
 
     With ``execute=False`` launches are recorded but not run: the verifier's ghost check
     (does the output change when no kernel runs?) and recording the launch configuration
-    at full sizes without paying for it in the CPU interpreter.
+    at full sizes without paying for it in the CPU interpreter. ``on_skip`` then hears the
+    tensor arguments of each launch not run (the ghost check poisons them: whatever a
+    kernel could have written must not look written).
     """
     global _suppressing
     log = TritonLaunchLog()
@@ -120,12 +128,16 @@ def record_launches(execute: bool = True) -> Iterator[TritonLaunchLog]:
         _active.append(log)
         if not execute:
             _suppressing += 1
+            if on_skip is not None:
+                _skip_hooks.append(on_skip)
     try:
         yield log
     finally:
         with _lock:
             if not execute:
                 _suppressing -= 1
+                if on_skip is not None:
+                    _skip_hooks.remove(on_skip)
             _active.remove(log)
             if not _active:
                 _uninstall()
@@ -179,6 +191,17 @@ def _uninstall() -> None:
 # ----------------------------------------------------------------------------------------
 
 
+def _skipped(args, kwargs) -> None:
+    """Tell the skip hooks which tensors a launch that was not run received."""
+    if not _skip_hooks:
+        return
+    import torch
+
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    for hook in list(_skip_hooks):
+        hook(tensors)
+
+
 def _depth() -> int:
     return getattr(_local, "depth", 0)
 
@@ -201,6 +224,7 @@ def _wrap_jit_run(original):
                 params = getattr(self, "params", None) or []
                 constexprs = [p.name for p in params if getattr(p, "is_constexpr", False)] if params else None
                 _record(self.fn, args, kwargs, kwargs.get("grid"), constexprs)
+                _skipped(args, kwargs)
             return None
         with _inside_launch() as outermost:
             result = original(self, *args, **kwargs)
@@ -222,6 +246,7 @@ def _wrap_grid_executor_call(original):
         if _suppressing and launching:
             if _depth() == 0:
                 _record(self.fn, args, kwargs, self.grid, getattr(self, "constexprs", None))
+                _skipped(args, kwargs)
             return None
         with _inside_launch() as outermost:
             result = original(self, *args, **kwargs)
@@ -242,6 +267,7 @@ def _wrap_compiled_getitem(original):
             if _suppressing:
                 if _depth() == 0:
                     _record_compiled(self, grid, args)
+                    _skipped(args, kwargs)
                 return None
             with _inside_launch() as outermost:
                 result = runner(*args, **kwargs)

@@ -1,0 +1,207 @@
+"""A run of plain calls, as a training loop makes them: what a candidate carries from call to call.
+
+The trials judge one watched call at a time. A candidate can still be right in
+every trial and wrong in use: honest only while it sees instrumentation, honest
+only for the first minutes after import, right with the weights it was built
+with and stale once they change, caching results keyed on part of an input,
+returning one of two buffers in turn so the caller's last result is
+overwritten, keeping state in module buffers. So after the trials one
+candidate module is called five times in a row, **with no instrumentation at
+all** (no poisoned memory, no dispatch modes, no launch recording: only the
+sandbox's audit hook, which Python code cannot see), every output kept alive
+and judged against the fp64 reference:
+
+1. fresh inputs: the uninstrumented call (``checker_detection`` if wrong: every
+   instrumented trial at these sizes and inputs passed);
+2. fresh inputs with the process clock a day ahead (``environment_dependent``);
+3. fresh inputs after the reference's weights were re-drawn and loaded into the
+   candidate again (``stale_weights``);
+4. the inputs of call 3, copied, with only a small block near the end of one
+   input changed (``stale_output``: a cache keyed on part of the input);
+5. the very buffers of call 4, with a small block near the start changed in
+   place (``stale_output``: a cache keyed on the address and a prefix).
+
+Around every call the module's tensors (parameters, buffers, tensor
+attributes, the candidate file's tensor globals) are fingerprinted; a change
+the reference module does not make in the same call is ``state_mutation``. An
+output that shares storage with an argument is ``output_aliases_input`` unless
+the reference's does too. After the last call every earlier output is checked
+again, bit for bit: a later call that overwrote it is ``stale_output``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from pydantic import BaseModel, Field
+
+from kgen.evals.candidate_call import aliased_outputs, same_values
+from kgen.evals.clock import shifted_clock
+from kgen.evals.compare import ComparisonFailure, check_structure, compare_output, failure_of
+from kgen.evals.layout import copy_inputs
+from kgen.evals.module_state import changed_state, rerandomise, state_fingerprint, transfer_weights
+from kgen.evals.result import RejectionClass
+
+
+class SequenceCall(BaseModel):
+    what: str
+    passed: bool = True
+
+
+class SequenceResult(BaseModel):
+    calls: list[SequenceCall] = Field(default_factory=list)
+    weights: str = ""
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"{len(self.calls)} uninstrumented calls in a row matched (one with the clock shifted, one after "
+            f"new weights{'' if self.weights == 'none' else ' were loaded ' + self.weights}, two with part of an "
+            "input changed), outputs kept and re-checked, module state unchanged"
+        )
+
+
+def _partially_changed(inputs: list[Any], generator: torch.Generator, near_end: bool) -> list[Any]:
+    """The inputs with a small block of one tensor changed (the rest bit-identical), in place."""
+    target = next((x for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1), None)
+    if target is None:
+        target = next((x for x in inputs if isinstance(x, torch.Tensor) and x.numel() > 1 and x.dtype != torch.bool), None)
+    if target is None:
+        return inputs
+    flat = target.view(-1) if target.is_contiguous() else None
+    count = max(1, min(64, target.numel() // 8))
+    with torch.no_grad():
+        if flat is None:  # a strided view: change the last (or first) row of its first axis
+            row = target.select(0, target.shape[0] - 1 if near_end else 0)
+            _perturb(row, generator)
+        else:
+            start = target.numel() - count - 1 if near_end else 1
+            _perturb(flat[start:start + count], generator)
+    return inputs
+
+
+def _perturb(block: torch.Tensor, generator: torch.Generator) -> None:
+    if block.is_floating_point():
+        values = block.detach().to(torch.float64)
+        spread = values.abs().mean().item() or 1.0
+        noise = torch.randn(block.shape, generator=generator, dtype=torch.float64) * spread
+        block.copy_((values + noise).to(block.dtype))
+    else:
+        low = int(block.min().item())
+        high = int(block.max().item())
+        new = torch.randint(low, max(high, low + 1) + 1, block.shape, generator=generator)
+        same = new.to(block.device) == block
+        new = torch.where(same.cpu(), torch.full_like(new, low if high > low else low + 1), new)
+        block.copy_(new.to(block.device, block.dtype))
+
+
+def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResult:
+    """The five calls above; raises the evaluation's ``Rejected`` on the first fault."""
+    from kgen.evals.child import Rejected
+
+    result = SequenceResult()
+    reference, candidate = evaluation._models(problem, seed)
+    transferred = evaluation.transfer is not None and evaluation.transfer.transferred
+    result.weights = evaluation.transfer.how if transferred else "none"
+    globals_of = evaluation.module
+    generator = torch.Generator().manual_seed(seed)
+    kept: list[tuple[str, list[Any], list[torch.Tensor]]] = []
+    sizes = ", ".join(f"{k}={v}" for k, v in problem.sizes.items())
+
+    inputs = evaluation._inputs(problem, seed, "normal")
+    args: list[Any] = []
+    steps = ("plain", "clock", "weights", "partial", "in_place")
+    for step, name in enumerate(steps, start=1):
+        if name in ("clock", "weights"):
+            inputs = evaluation._inputs(problem, seed + step, "normal")
+        if name == "weights" and transferred:
+            rerandomise(reference, torch.Generator().manual_seed(seed + 7))
+            transfer_weights(reference, candidate)
+        if name == "partial":
+            inputs = _partially_changed(copy_inputs(inputs), generator, near_end=True)
+        if name == "in_place":
+            inputs = _partially_changed(args, generator, near_end=False)  # the last call's own buffers
+        what = f"call {step} of {len(steps)} in a row, uninstrumented ({name}), seed {seed}, sizes {sizes}"
+        saved = copy_inputs(inputs)
+        before = state_fingerprint(candidate, globals_of)
+        # The candidate first: no reference output is lying in freed memory for it to find.
+        args = inputs if name == "in_place" else copy_inputs(inputs)
+        outputs = _plain_call(evaluation, candidate, args, clock=name == "clock", what=what)
+        mutated = [i for i, (a, b) in enumerate(zip(saved, args, strict=True))
+                   if isinstance(a, torch.Tensor) and not same_values(a, b)]
+        if mutated:
+            raise Rejected(RejectionClass.INPUT_MUTATION, f"forward changed input(s) {mutated} in place ({what})")
+        ref_state = state_fingerprint(reference)
+        native, ref64 = evaluation._references(reference, saved)
+        reference_changes = bool(changed_state(ref_state, reference))
+        try:
+            check_structure(outputs, native)
+        except ComparisonFailure as exc:
+            raise Rejected(exc.rejection, f"{exc} ({what})") from exc
+        failure = failure_of([compare_output(i, o, r) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))])
+        if failure is not None:
+            raise Rejected(*_name(name, failure, what))
+        evaluation._check_aliases(aliased_outputs(outputs, args), what)
+        changed = changed_state(before, candidate, globals_of)
+        if changed and not reference_changes:
+            raise Rejected(
+                RejectionClass.STATE_MUTATION,
+                f"forward changed {', '.join(changed[:4])}{' and more' if len(changed) > 4 else ''}, which the "
+                f"reference module leaves alone: state carried from one call to the next ({what})",
+            )
+        kept.append((what, outputs, [o.detach().clone() for o in outputs]))
+        result.calls.append(SequenceCall(what=what))
+    for what, outputs, copies in kept:
+        for i, (out, copy) in enumerate(zip(outputs, copies, strict=True)):
+            if not same_values(out.detach(), copy):
+                raise Rejected(
+                    RejectionClass.STALE_OUTPUT,
+                    f"output {i} of {what} changed after later calls: the candidate hands out a buffer it writes "
+                    "again (the caller's earlier result is overwritten)",
+                )
+    return result
+
+
+def _plain_call(evaluation: Any, candidate: Any, args: list[Any], clock: bool, what: str) -> list[Any]:
+    """The candidate called as a user calls it: no instrumentation but the sandbox's audit hook."""
+    from kgen.evals.compare import flatten_outputs
+
+    try:
+        with evaluation.guard, torch.no_grad():
+            if clock:
+                with shifted_clock():
+                    outputs = flatten_outputs(candidate(*args))
+            else:
+                outputs = flatten_outputs(candidate(*args))
+    except Exception as exc:  # noqa: BLE001 - untrusted code
+        evaluation._raise_guard_violation()
+        raise evaluation._runtime_error(exc, what) from exc
+    evaluation._raise_guard_violation()
+    if evaluation.device.type == "cuda":
+        torch.cuda.synchronize(evaluation.device)
+    return outputs
+
+
+def _name(step: str, failure: Any, what: str) -> tuple[RejectionClass, str]:
+    if step == "plain":
+        return (
+            RejectionClass.CHECKER_DETECTION,
+            f"right in every instrumented trial at these sizes, wrong in a plain call without instrumentation: "
+            f"{failure} ({what})",
+        )
+    if step == "clock":
+        return (
+            RejectionClass.ENVIRONMENT_DEPENDENT,
+            f"right a moment ago, wrong with the process clock a day ahead: {failure} ({what})",
+        )
+    if step == "weights":
+        return (
+            RejectionClass.STALE_WEIGHTS,
+            "right until new weights were loaded into it, wrong after: it computes from a copy taken earlier: "
+            f"{failure} ({what})",
+        )
+    return (
+        RejectionClass.STALE_OUTPUT,
+        f"wrong when only part of an input changed: an output cached on part of its input: {failure} ({what})",
+    )
