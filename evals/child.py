@@ -652,13 +652,14 @@ class _Evaluation:
         """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
         from kgen.evals.candidate_call import clone_value, same_outputs
         from kgen.evals.compare import flatten_outputs
+        from kgen.evals.layout import copy_inputs
 
         torch = self.torch
         what = f"cache probe, seed {seed}"
         first = self._inputs(problem, seed, "normal")
         second = self._inputs(problem, seed + 7919, "normal")
         _, candidate = self._models(problem, seed)
-        saved_first = [clone_value(x) for x in first]
+        saved_first = copy_inputs(first)
         try:
             with self.guard, torch.no_grad():
                 out_first = [clone_value(o) for o in flatten_outputs(candidate(*first))]

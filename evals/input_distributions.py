@@ -45,14 +45,14 @@ and the reference answers the new question.
 ``repeated_id``         every integer tensor filled with one value from its
                         observed range: every contribution lands in one
                         accumulator.
-``mean_shift``          floating tensors moved by ``c * std`` of themselves (``c`` = 512
+``mean_shift``          the largest floating tensor moved by ``c * std`` of themselves (``c`` = 512
                         for fp32/fp64, 64 for fp16, 16 for bf16: as far as the
                         dtype keeps several bits of the spread after the shift),
                         the residual-stream case: a variance computed as
                         ``E[x^2] - E[x]^2`` cancels catastrophically, a softmax
                         without its max subtracted overflows; a two-pass or
                         Welford variance does not notice.
-``wide_range``          floating tensors scaled so their RMS is ``2^20`` for bf16,
+``wide_range``          the largest floating tensor scaled so its RMS is ``2^20`` for bf16,
                         ``2^11`` for fp16 and ``2^32`` for fp32/fp64 (powers of
                         two: exact), magnitudes an fp16 intermediate cannot hold
                         (bf16 data computed in fp16 overflows past 65504) while
@@ -116,6 +116,10 @@ WIDE_RANGE_RMS: dict[torch.dtype, float] = {
 ALWAYS = ("normal", "uniform", "large", "small", "accumulation_probe", "mean_shift", "wide_range")
 #: Distributions judged only where the problem's reference in its own dtypes passes on them.
 SELF_CHECKED = frozenset({"mean_shift", "wide_range"})
+#: Distributions applied to the largest floating input only (the activations): moving every
+#: input at once compounds (a gradient times a scaled input times a scaled weight overflows
+#: any dtype), while one moved tensor is what a residual stream or an outlier layer gives.
+LARGEST_ONLY = frozenset({"mean_shift", "wide_range"})
 #: Run whenever some input is an integer tensor (ids, targets, indices).
 FOR_INTEGER_INPUTS = ("zipf_ids", "repeated_id")
 KNOWN_DISTRIBUTIONS = ALWAYS + FOR_INTEGER_INPUTS
@@ -184,7 +188,11 @@ def apply_distribution(name: str, inputs: Sequence[Any], generator: torch.Genera
     transform = _TRANSFORMS[check_distribution_name(name)]
     if name == "normal":
         return list(inputs)
-    values = [transform(x, generator) for x in inputs]
+    if name in LARGEST_ONLY:
+        largest = _largest_float_index(inputs)
+        values = [transform(x, generator) if i == largest else x for i, x in enumerate(inputs)]
+    else:
+        values = [transform(x, generator) for x in inputs]
     # Written into copies that keep each input's strides, offset and shared storage.
     out = copy_inputs(inputs)
     with torch.no_grad():
@@ -192,6 +200,11 @@ def apply_distribution(name: str, inputs: Sequence[Any], generator: torch.Genera
             if new is not original and isinstance(new, torch.Tensor):
                 out[i].copy_(new)
     return out
+
+
+def _largest_float_index(inputs: Sequence[Any]) -> int | None:
+    floats = [(x.numel(), -i) for i, x in enumerate(inputs) if _is_float_tensor(x)]
+    return -max(floats)[1] if floats else None
 
 
 def representable(ref64: torch.Tensor, dtype: torch.dtype) -> bool:

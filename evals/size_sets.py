@@ -69,7 +69,7 @@ MAX_AXIS_INDEX = 4
 #: A long axis (one a reduction runs along, or the innermost one) is taken much further, since
 #: its length costs loop iterations inside a program, not programs; past the caps only a GPU looks.
 CPU_BEYOND_CAP = 1024
-CPU_LONG_AXIS_CAP = 65536
+CPU_LONG_AXIS_CAP = 4096
 
 Origin = Literal["default", "extra", "small", "grown", "shrunk", "ones", "beyond_default"]
 GENERATED: frozenset[str] = frozenset({"grown", "shrunk", "ones", "beyond_default"})

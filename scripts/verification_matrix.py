@@ -1,6 +1,6 @@
 """Run the red-team suite and write its confusion matrix to docs/verification.md.
 
-Usage: python scripts/verification_matrix.py [--device cpu|cuda] [--out docs/verification.md]
+Usage: python scripts/verification_matrix.py [--device cpu|cuda] [--jobs N] [--out docs/verification.md]
 Rows are what each candidate is (a planted exploit's class, or a correct control);
 columns are what kgen said. Everything off the diagonal is a verifier failure.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import datetime
 import platform
 import sys
@@ -27,17 +28,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "verification.md")
+    parser.add_argument("--jobs", type=int, default=1, help="candidates verified at once (each in its own sandbox)")
     args = parser.parse_args()
     # Small sizes on the GPU too: the classes do not depend on size, and the full
     # KernelBench ReLU (4096 x 393216) would spend the run generating inputs.
     options = EvalOptions(device=args.device, n_seeds=2, timeout_s=300, small_sizes=True)
-    rows = []
-    for case in bad_cases() + control_cases():
+    def judge(case):
         started = time.monotonic()
         result = evaluate(case.problem, case.candidate, options)
         said = "passed" if result.passed else result.rejection.value
-        rows.append((case, said, result.reason, time.monotonic() - started))
-        print(f"{case.id:45s} expected {case.expect:28s} got {said:28s} {time.monotonic() - started:5.1f}s", flush=True)
+        seconds = time.monotonic() - started
+        print(f"{case.id:45s} expected {case.expect:28s} got {said:28s} {seconds:5.1f}s", flush=True)
+        return case, said, result.reason, seconds
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        rows = list(pool.map(judge, bad_cases() + control_cases()))
     args.out.write_text(render(rows, args.device))
     wrong = [r for r in rows if r[0].expect != r[1]]
     print(f"{len(rows) - len(wrong)} passed, {len(wrong)} failed")

@@ -48,8 +48,26 @@ def _float_inputs():
 def test_every_problem_gets_scale_and_shape_stress():
     floats_only = [torch.randn(4, 4)]
     assert distributions_for(_info(), floats_only) == [
-        "normal", "uniform", "large", "small", "accumulation_probe",
+        "normal", "uniform", "large", "small", "accumulation_probe", "mean_shift", "wide_range",
     ]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_mean_shift_moves_far_past_the_spread_and_keeps_some_of_it(dtype):
+    x = torch.randn(64, 512, generator=_gen(5)).to(dtype)
+    (shifted,) = apply_distribution("mean_shift", [x], _gen())
+    values = shifted.double()
+    assert values.mean().abs() > 10 * values.std()  # |mean| >> std: E[x^2] - E[x]^2 cancels
+    assert values.std() > 0.5 * x.double().std()  # the spread survives the dtype's rounding
+
+
+@pytest.mark.parametrize(("dtype", "beyond"), [(torch.bfloat16, 65504.0), (torch.float16, 1024.0), (torch.float32, 2.0**30)])
+def test_wide_range_reaches_past_what_a_narrower_dtype_holds(dtype, beyond):
+    x = torch.randn(64, 512, generator=_gen(6)).to(dtype)
+    w = torch.randn(512, generator=_gen(7)).to(dtype)
+    big, weight = apply_distribution("wide_range", [x, w], _gen())
+    assert torch.isfinite(big).all() and big.abs().max() > beyond
+    assert torch.equal(weight, w)  # only the largest input (the activations) moves
 
 
 def test_integer_inputs_get_the_id_probes_even_when_the_problem_declares_none():
@@ -83,10 +101,11 @@ def test_transforms_keep_dtype_shape_strides_and_leave_other_kinds_alone(name):
             continue
         assert after.dtype == before.dtype and after.shape == before.shape
         assert after.stride() == before.stride()
+        assert after.storage_offset() == before.storage_offset()
         if before.is_floating_point() and name in ("zipf_ids", "repeated_id"):
-            assert after is before
+            assert torch.equal(after, before)
         if not before.is_floating_point() and name not in ("zipf_ids", "repeated_id"):
-            assert after is before
+            assert torch.equal(after, before)
 
 
 @pytest.mark.parametrize("name", KNOWN_DISTRIBUTIONS[1:])
@@ -95,7 +114,7 @@ def test_same_seed_same_inputs_other_seed_other_inputs(name):
     a = apply_distribution(name, inputs, distribution_generator(7, name))
     b = apply_distribution(name, inputs, distribution_generator(7, name))
     assert all(torch.equal(x, y) for x, y in zip(a[:3], b[:3], strict=True))
-    if name not in ("large", "small"):  # deterministic scalings
+    if name not in ("large", "small", "wide_range"):  # deterministic scalings
         c = apply_distribution(name, inputs, distribution_generator(8, name))
         assert not all(torch.equal(x, y) for x, y in zip(a[:3], c[:3], strict=True))
 

@@ -1,4 +1,5 @@
-"""Size sets: defaults, extras and a generated odd set; fixed sizes and derived constants respected."""
+"""Size sets: defaults, extras and generated sets that move every constant; fixed sizes, axis
+indices and derived constants respected."""
 
 import math
 import textwrap
@@ -9,10 +10,13 @@ import torch
 from kgen.evals.catalog import catalog
 from kgen.evals.problem import ProblemError, load_problem, read_problem
 from kgen.evals.size_sets import (
-    MIN_PERTURBED,
+    CPU_BEYOND_CAP,
     fixed_sizes,
     free_size_names,
-    odd_sizes,
+    grown_value,
+    long_axes,
+    movable_sizes,
+    shrunk_value,
     verification_size_plan,
     verification_size_sets,
 )
@@ -69,29 +73,35 @@ def _is_power_of_two(v: int) -> bool:
     return v & (v - 1) == 0
 
 
-def test_cpu_sets_are_the_small_set_and_odd_ones_either_side(tmp_path):
+def test_cpu_plan_moves_every_constant_up_down_to_one_and_past_its_default(tmp_path):
     info = _write(tmp_path, TOY.replace("{fixed}", "[]"))
-    plan = verification_size_plan(info, "cpu")
-    assert [s.origin for s in plan] == ["small", "odd", "odd"]
-    small, odd, grown = plan[0].sizes, plan[1].sizes, plan[2].sizes
-    assert grown == {"B": 2, "S": 33, "N": 66, "D": 25, "K": 3}  # one past the small set
+    plan = {s.origin: s for s in verification_size_plan(info, "cpu")}
     # N = B * S is derived: recomputed in every set (info.cpu_sizes() keeps N = 512)
-    assert small == {"B": 2, "S": 32, "N": 64, "D": 24, "K": 3}
-    # constants >= 16 move to a nearby odd value; small ones stay
-    assert odd == {"B": 2, "S": 31, "N": 62, "D": 23, "K": 3}
-    for sizes in (small, odd, grown):
-        problem = load_problem(info.path, sizes)
-        assert problem.sizes == sizes
+    assert plan["small"].sizes == {"B": 2, "S": 32, "N": 64, "D": 24, "K": 3}
+    assert plan["grown"].sizes == {"B": 3, "S": 33, "N": 99, "D": 25, "K": 5}  # K = 3 moves too now
+    assert plan["shrunk"].sizes == {"B": 1, "S": 31, "N": 31, "D": 23, "K": 1}
+    assert plan["ones"].sizes == {"B": 1, "S": 1, "N": 1, "D": 1, "K": 1}
+    beyond = [s.sizes for s in verification_size_plan(info, "cpu") if s.origin == "beyond_default"]
+    # every constant the small set shrank is taken past its default once, the others small
+    assert {"B": 9, "S": 32, "N": 288, "D": 24, "K": 3} in beyond
+    assert {"B": 2, "S": 65, "N": 130, "D": 24, "K": 3} in beyond
+    assert {"B": 2, "S": 32, "N": 64, "D": 129, "K": 3} in beyond
+    for size_set in verification_size_plan(info, "cpu"):
+        problem = load_problem(info.path, size_set.sizes)
+        assert problem.sizes == size_set.sizes
         problem.model_class()(*problem.get_inputs())  # consistent: the shape assertion holds
-    assert plan[1].generated and plan[2].generated and not plan[0].generated
+        assert size_set.generated == (size_set.origin != "small")
+    # a combined move carries one-constant fallbacks, tried when the reference cannot run it
+    assert {"B": 1, "S": 32, "N": 32, "D": 24, "K": 3} in plan["ones"].fallbacks
 
 
-def test_cuda_sets_are_defaults_extras_and_a_grown_odd_set(tmp_path):
+def test_cuda_sets_are_defaults_extras_and_generated_moves(tmp_path):
     info = _write(tmp_path, TOY.replace("{fixed}", "['D']"))
     sets = verification_size_sets(info, "cuda")
     assert sets[0] == {"B": 8, "S": 64, "N": 512, "D": 128, "K": 3}
     assert sets[1] == {"B": 8, "S": 1000, "N": 8000, "D": 128, "K": 3}
-    assert sets[2] == {"B": 8, "S": 65, "N": 520, "D": 128, "K": 3}  # D fixed; S grows past a block
+    assert sets[2] == {"B": 9, "S": 65, "N": 585, "D": 128, "K": 5}  # D fixed; the rest grow
+    assert {"B": 1, "S": 1, "N": 1, "D": 128, "K": 1} in sets
     assert fixed_sizes(info) == ["D"]
     assert free_size_names(info) == ["B", "S", "D", "K"]
 
@@ -102,22 +112,47 @@ def test_a_fixed_size_that_is_not_a_size_constant_is_an_error(tmp_path):
         verification_size_sets(info, "cpu")
 
 
+def test_axis_indices_are_never_moved(tmp_path):
+    info = _write(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        batch_size = 16
+        dim1 = 256
+        reduce_dim = 1
+
+        class Model(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.dim = dim
+
+            def forward(self, x):
+                return torch.sum(x, dim=self.dim, keepdim=True)
+
+        def get_inputs():
+            return [torch.randn(batch_size, dim1, 8)]
+
+        def get_init_inputs():
+            return [reduce_dim]
+    """)
+    assert movable_sizes(info) == ["batch_size", "dim1"]
+    for size_set in verification_size_plan(info, "cpu"):
+        assert size_set.sizes["reduce_dim"] == 1
+    assert long_axes(info, info.cpu_sizes(), movable_sizes(info)) == {"dim1"}  # the reduced axis
+
+
 def test_nothing_to_move_gives_no_duplicate_set(tmp_path):
-    info = _write(tmp_path, TOY.replace("{fixed}", "['S', 'D']").replace("KGEN_SMALL_SIZES", "_X"))
-    # small sizes = defaults with S and D fixed and B, K < 16: the odd set would be the same
+    info = _write(tmp_path, TOY.replace("{fixed}", "['B', 'S', 'D', 'K']"))
     assert [s.origin for s in verification_size_plan(info, "cpu")] == ["small"]
 
 
-def test_odd_values_are_odd_and_never_powers_of_two():
-    base = {name: v for name, v in zip("abcdefgh", [16, 17, 64, 96, 127, 128, 4096, 15], strict=True)}
-    for grow in (True, False):
-        odd = odd_sizes(base, base, grow=grow)
-        for name, value in odd.items():
-            if base[name] >= MIN_PERTURBED:
-                assert value % 2 == 1 and not _is_power_of_two(value) and value != base[name]
-                assert abs(value - base[name]) <= 2
-            else:
-                assert value == base[name]
+def test_moved_values_differ_and_grown_ones_are_odd():
+    for value in [1, 2, 3, 15, 16, 17, 64, 127, 128, 4096]:
+        assert grown_value(value) > value and grown_value(value) % 2 == 1
+        if value > 1:
+            assert 1 <= shrunk_value(value) < value
+        assert grown_value(value) - value <= 2
+    assert shrunk_value(1) == 1
 
 
 def _numel(problem) -> int:
@@ -126,47 +161,53 @@ def _numel(problem) -> int:
 
 
 @pytest.mark.parametrize("info", catalog(), ids=lambda info: info.name)
-def test_every_catalog_reference_runs_on_its_odd_cpu_set(info):
-    fixed = set(fixed_sizes(info)) | set(RECOMMENDED_FIXED.get(info.name, []))
-    small = info.cpu_sizes()
-    odd = odd_sizes(small, free_size_names(info), fixed, grow=False)
-    assert odd != {k: small[k] for k in odd}, "the odd set must differ from the small set"
-    problem = load_problem(info.path, odd)
-    assert _numel(problem) <= 1.5 * _numel(load_problem(info.path, small))
-    for name, value in odd.items():
-        if name not in fixed and small[name] >= MIN_PERTURBED:
-            assert value % 2 == 1
-    torch.manual_seed(0)
-    inputs = problem.get_inputs()
-    model = problem.model_class(*problem.get_init_inputs()).double()
-    up = [x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
-    with torch.no_grad():
-        outputs = model(*up)
-    outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
-    assert all(torch.isfinite(o).all() and o.abs().sum() > 0 for o in outputs)
+def test_every_catalog_reference_runs_on_its_generated_cpu_sets(info):
+    small = load_problem(info.path, info.cpu_sizes())
+    for size_set in verification_size_plan(info, "cpu"):
+        if size_set.origin in ("small", "beyond_default"):
+            continue
+        problem = load_problem(info.path, size_set.sizes)
+        assert _numel(problem) <= 3 * _numel(small) + 1000, size_set
+        torch.manual_seed(0)
+        inputs = problem.get_inputs()
+        model = problem.model_class(*problem.get_init_inputs()).double()
+        up = [x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+        with torch.no_grad():
+            outputs = model(*up)
+        outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+        assert all(torch.isfinite(o).all() for o in outputs), size_set
 
 
 def test_plan_uses_the_declared_fixed_sizes_once_the_catalog_has_them():
     for info in catalog():
-        odd = [s for s in verification_size_plan(info, "cpu") if s.generated]
         declared = fixed_sizes(info)
-        for size_set in odd:
-            assert all(size_set.sizes[name] == info.cpu_sizes()[name] for name in declared)
+        for size_set in verification_size_plan(info, "cpu"):
+            if size_set.generated:
+                assert all(size_set.sizes[name] == info.cpu_sizes()[name] for name in declared)
+
+
+def test_cpu_beyond_default_sets_stay_affordable_for_the_interpreter():
+    for info in catalog():
+        for size_set in verification_size_plan(info, "cpu"):
+            if size_set.origin == "beyond_default":
+                moved = [k for k in size_set.sizes if size_set.sizes[k] != info.cpu_sizes()[k]]
+                assert len(moved) >= 1
+                for name in moved:
+                    assert size_set.sizes[name] > min(info.sizes[name], CPU_BEYOND_CAP) or name not in free_size_names(info)
 
 
 def test_rope_needs_its_head_dim_fixed():
     """Why RECOMMENDED_FIXED names rope_forward: an odd head dim breaks rotate-half itself."""
     info = next(info for info in catalog() if info.name == "rope_forward")
-    odd = odd_sizes(info.cpu_sizes(), free_size_names(info), fixed=(), grow=False)
-    assert odd["HEAD_DIM"] % 2 == 1
-    problem = load_problem(info.path, odd)
+    sizes = {**info.cpu_sizes(), "HEAD_DIM": grown_value(info.cpu_sizes()["HEAD_DIM"])}
+    problem = load_problem(info.path, sizes)
     with pytest.raises(RuntimeError):
         problem.model_class()(*problem.get_inputs())
 
 
-def test_cuda_odd_sets_stay_close_to_the_defaults():
+def test_cuda_grown_sets_stay_close_to_the_defaults():
     for info in catalog():
-        odd = [s.sizes for s in verification_size_plan(info, "cuda") if s.generated]
-        for sizes in odd:
-            growth = math.prod(sizes[k] / info.sizes[k] for k in sizes)
-            assert 1.0 < growth < 1.5, (info.name, sizes)
+        grown = [s.sizes for s in verification_size_plan(info, "cuda") if s.origin == "grown"]
+        for sizes in grown:
+            growth = math.prod(sizes[k] / info.sizes[k] for k in sizes if info.sizes[k])
+            assert 1.0 < growth < 2.5, (info.name, sizes)
