@@ -328,6 +328,8 @@ POSITIVE = [
     ("torch-private", _forward("with torch._C.DisableTorchFunction():\n    return launch(x)")),
     ("torch-private", _forward("return launch(x)", extra="from torch import _dynamo\n")),
     ("torch-private", _forward("return torch._dynamo.optimize('inductor')(launch)(x)")),
+    # clock-env (more below)
+    ("clock-env", _forward("return launch(x) if time.monotonic() - T0 < 60 else x.clone()", extra="import time\nT0 = time.monotonic()\n")),
     # syntax-error
     ("syntax-error", "def forward(self, x)\n    return x\n"),
 ]
@@ -463,3 +465,123 @@ def test_violations_are_sorted_and_unique():
     violations = check_candidate_source(source)
     keys = [(v.line, v.rule, v.message) for v in violations]
     assert keys == sorted(set(keys), key=lambda k: (k[0], k[1], keys.index(k)))
+
+
+# ----------------------------------------------------------------------------------------
+# clock-env: clocks, environment and process state
+# ----------------------------------------------------------------------------------------
+
+CLOCK_ENV = [
+    # a clock compared with an import-time stamp: switch to a shortcut once the checks are over
+    _forward("if time.time() - _IMPORTED_AT > 300:\n    return x.clone()\nreturn launch(x)",
+             extra="import time\n_IMPORTED_AT = time.time()\n"),
+    _forward("return launch(x) if pc() - _T0 < 30.0 else x.clone()",
+             extra="from time import perf_counter as pc\n_T0 = pc()\n"),
+    _forward("if dt.datetime.now().minute % 2:\n    return x.clone()\nreturn launch(x)", extra="import datetime as dt\n"),
+    _forward("now = getattr(time, 'monotonic')()\nreturn launch(x) if now < 1e9 else x", extra="import time\n"),
+    _forward("from datetime import datetime as _when\nreturn launch(x) if _when.now().hour else x"),
+    # allocator and RNG state tell the checker's calls from the timing loop's
+    _forward("if torch.cuda.memory_allocated() > 1 << 30:\n    return x.clone()\nreturn launch(x)"),
+    _forward("free, total = torch.cuda.mem_get_info()\nreturn launch(x) if free < total // 2 else x"),
+    _forward("return launch(x)", init="self.baseline = mma()", extra="from torch.cuda import max_memory_allocated as mma\n"),
+    _forward("return launch(x) if torch.initial_seed() < 100 else x.clone()"),
+    _forward("state = torch.get_rng_state()\nreturn launch(x) if state is not None else x"),
+    _forward("state = torch.random.get_rng_state()\nreturn launch(x)"),
+    _forward("return launch(x) if torch.cuda.initial_seed() else x"),
+    _forward("return launch(x) if not torch.cuda.is_current_stream_capturing() else x"),
+    _forward("return launch(x) if getattr(torch.cuda, 'utilization')() < 50 else x"),
+    # randomness, host, user
+    _forward("if random.random() < 0.05:\n    return x.clone()\nreturn launch(x)", extra="import random\n"),
+    _forward("if platform.node().startswith('eval'):\n    return x.clone()\nreturn launch(x)", extra="import platform\n"),
+    _forward("return launch(x)", extra="import getpass\nUSER = getpass.getuser()\n"),
+    _forward("return launch(x) if torch.platform.system() == 'Linux' else x"),
+    # benchmarking and the environment through triton
+    _forward("ms = triton.testing.do_bench(lambda: launch(x))\nreturn launch(x)"),
+    _forward("return launch(x)", extra="from triton.testing import do_bench_cudagraph\n"),
+    _forward("return launch(x) if triton.knobs.getenv('KGEN_EVAL') is None else x"),
+    # the allocation behind a view: a padded check buffer is bigger than the tensor
+    _forward("if x.untyped_storage().nbytes() > x.numel() * x.element_size():\n    return x.clone()\nreturn launch(x)"),
+    _forward("if x.storage().size() != x.numel():\n    return x.clone()\nreturn launch(x)"),
+    _forward("return launch(x) if x._base is None else x.clone()"),
+    _forward("s = getattr(x, 'untyped_storage')()\nreturn launch(x)"),
+    # the call stack: who is calling
+    _forward("def probe():\n    yield me.gi_frame.f_back\nme = probe()\ncaller = next(me)\nreturn launch(x)"),
+    _forward("import traceback\nreturn launch(x) if len(traceback.extract_stack()) < 9 else x"),
+]
+
+
+@pytest.mark.parametrize("source", CLOCK_ENV, ids=range(len(CLOCK_ENV)))
+def test_clock_env_fires(source):
+    violations = check_candidate_source(source, "cand.py")
+    assert "clock-env" in {v.rule for v in violations}, [v.message for v in violations]
+    for v in violations:
+        if v.rule == "clock-env":
+            assert v.rejection is RejectionClass.FORBIDDEN_CONSTRUCT
+
+
+def test_clock_env_message_says_why():
+    (v,) = check_candidate_source(_forward("return launch(x)", extra="import time as _t\n"), "cand.py")
+    assert v.rule == "clock-env"
+    assert "import of `time`" in v.message
+    assert "depend on when and where it runs" in v.message
+    (v,) = check_candidate_source(_forward("n = x.untyped_storage().nbytes()\nreturn launch(x)"), "cand.py")
+    assert "inspecting the allocator" in v.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        _forward("return launch(x) if os.environ.get('KGEN_EVAL') is None else x", extra="import os\n"),
+        _forward("return launch(x) if env('KGEN_EVAL') is None else x", extra="from os import getenv as env\n"),
+        _forward("return launch(x) if getattr(os, 'environ') else x", extra="import os\n"),
+    ],
+    ids=["os.environ", "from-os-import-getenv", "getattr-os-environ"],
+)
+def test_environment_variables_are_caught_through_os(source):
+    assert "forbidden-import" in _rules(source)
+
+
+CLOCK_ENV_LOOKALIKES = [
+    # a local named time, a timestep
+    _forward("time = x.shape[0]\ntimestep = time // 2 + 1\nreturn launch(x)"),
+    # a dt: float parameter
+    _forward("return launch(x)", extra="def _steps(n: int, dt: float) -> float:\n    return n * dt\n\n\nSTEPS = _steps(4, 0.5)\n"),
+    # a seed kept as a plain int, set in __init__; and a method named random_init
+    _forward("seed = self.seed\nreturn launch(x) if seed >= 0 else x", init="self.seed = 1234\nself.random_init()").replace(
+        "    def forward", "    def random_init(self):\n        self.w = nn.Parameter(torch.randn(4) * 0.02)\n\n    def forward"
+    ),
+    _forward("return launch(x)").replace(
+        "class ModelNew(nn.Module):",
+        "class ModelNew(nn.Module):\n    def __init__(self, seed: int = 0):\n        super().__init__()\n        self.seed = seed\n",
+    ),
+    # synchronising is not reading a clock; storage_offset is how views are launched
+    _forward("torch.cuda.synchronize()\nreturn launch(x)"),
+    _forward("assert x.storage_offset() >= 0\nreturn launch(x)"),
+    # a constexpr named TIME_STEPS, and Triton's own in-kernel RNG
+    HEADER
+    + "TIME_STEPS = 4\n\n\n"
+    + "@triton.jit\ndef noise_kernel(out_ptr, seed, n, TIME_STEPS: tl.constexpr, BLOCK: tl.constexpr):\n"
+    + "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+    + "    r = tl.rand(seed, offs)\n"
+    + "    for _ in tl.static_range(TIME_STEPS):\n"
+    + "        r = r * 0.5\n"
+    + "    tl.store(out_ptr + offs, r, mask=offs < n)\n\n\n"
+    + "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+    + "        out = torch.empty_like(x)\n"
+    + "        noise_kernel[(1,)](out, 7, x.numel(), TIME_STEPS=TIME_STEPS, BLOCK=1024)\n"
+    + "        return launch(x)\n",
+    # setting a seed for parameter initialisation; warnings and hashlib are fine
+    _forward("return launch(x)", init="torch.manual_seed(0)\nself.w = nn.Parameter(torch.randn(4))"),
+    _forward("if x.dim() != 2:\n    warnings.warn('expected 2-D input')\nreturn launch(x)",
+             extra="import hashlib\nimport warnings\n\nTAG = hashlib.sha256(b'relu').hexdigest()\n"),
+]
+
+
+@pytest.mark.parametrize("source", CLOCK_ENV_LOOKALIKES, ids=range(len(CLOCK_ENV_LOOKALIKES)))
+def test_clock_env_lookalikes_pass(source):
+    assert check_candidate_source(source, "cand.py") == []
+
+
+@pytest.mark.parametrize("source", ["import _posixsubprocess\n", "import _socket as s\n", "from _thread import start_new_thread\n"])
+def test_private_c_modules_of_forbidden_ones_are_forbidden_too(source):
+    assert "forbidden-import" in [v.rule for v in check_candidate_source(source)]

@@ -1,0 +1,101 @@
+"""AST rules over a candidate's source: what a "Triton kernel" solution may not contain.
+
+``check_candidate_source(source)`` parses the candidate (never regexes: an
+``import`` alias, ``getattr(torch, "relu")`` or ``from torch import relu as k``
+resolve to the same dotted name ``torch.relu`` here) and returns one
+:class:`RuleViolation` per finding, each with a stable ``rule`` id, the line,
+a one-line message naming ``file:line``, and the :class:`RejectionClass` it
+maps to. An empty list means no rule fired. The rules (ids in :data:`RULES`)
+come in families, one module each, whose docstring says what they forbid:
+
+* not a kernel (``NOT_A_KERNEL``), :mod:`.torch_math` (operators on tensors:
+  :mod:`.tensor_flow`): ``try-except``, ``torch-math``, ``tensor-method``,
+  ``tensor-operator``, ``torch-module-call``, ``torch-in-kernel``,
+  ``compute-library``;
+* state kept across calls (``FORBIDDEN_CONSTRUCT``), :mod:`.state`:
+  ``module-cache``, ``global-statement``, ``cache-decorator``,
+  ``instance-state``;
+* ways out of the sandbox and around the rules (``FORBIDDEN_CONSTRUCT``),
+  :mod:`.escapes`: ``stream``, ``monkey-patch``, ``forbidden-import``,
+  ``forbidden-call``, ``dunder-access``, ``tensor-subclass``,
+  ``torch-private``;
+* clocks, environment and process state (``FORBIDDEN_CONSTRUCT``),
+  :mod:`.clock_env`: ``clock-env``.
+
+The name lists live in :mod:`.names`, small AST helpers in
+:mod:`.ast_helpers`, what every family reads about the module (imports,
+classes, kernels, the forward path) and the reporting in :mod:`.context`,
+:class:`RuleViolation` and :data:`RULES` in :mod:`.violations`, and the
+order the families are asked in (which decides the rule when several could
+report one name) in :mod:`.checker`.
+
+Parse errors give one ``syntax-error`` violation (``LOAD_ERROR``). Code
+under a module-level ``if __name__ == "__main__":`` is skipped (it never
+runs when the candidate is imported), unless the module assigns
+``__name__``.
+
+Scope: the torch-math family (``torch-math``, ``tensor-method``,
+``tensor-operator``, ``torch-module-call``) applies to the forward path only:
+not inside ``@triton.jit`` functions, not in code reachable only from
+``__init__``. Every other rule applies everywhere.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kgen.evals.result import RejectionClass
+from kgen.evals.static_rules.checker import _Checker
+from kgen.evals.static_rules.names import (
+    ALLOWED_METHODS,
+    CLOCK_ENV_MODULES,
+    COMPUTE_LIBRARIES,
+    COMPUTE_METHODS,
+    DUNDER_DENY,
+    FORBIDDEN_BUILTINS,
+    FORBIDDEN_MODULES,
+    FORBIDDEN_SUBMODULES,
+    TORCH_ALLOWED,
+)
+from kgen.evals.static_rules.violations import RULES, RuleViolation
+
+__all__ = [
+    "ALLOWED_METHODS",
+    "CLOCK_ENV_MODULES",
+    "COMPUTE_LIBRARIES",
+    "COMPUTE_METHODS",
+    "DUNDER_DENY",
+    "FORBIDDEN_BUILTINS",
+    "FORBIDDEN_MODULES",
+    "FORBIDDEN_SUBMODULES",
+    "RULES",
+    "TORCH_ALLOWED",
+    "RuleViolation",
+    "check_candidate_file",
+    "check_candidate_source",
+]
+
+
+def check_candidate_source(source: str, filename: str = "<candidate>") -> list[RuleViolation]:
+    """Every rule violation in a candidate's source, ordered by line (empty: none)."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        line = exc.lineno or 0
+        return [
+            RuleViolation(
+                rule="syntax-error",
+                line=line,
+                message=f"{filename}:{line}: syntax error: {exc.msg}",
+                rejection=RejectionClass.LOAD_ERROR,
+            )
+        ]
+    return _Checker(tree, filename).run()
+
+
+def check_candidate_file(path) -> list[RuleViolation]:
+    """:func:`check_candidate_source` on a file, reported under its base name."""
+    from pathlib import Path
+
+    path = Path(path)
+    return check_candidate_source(path.read_text(), filename=path.name)
