@@ -6,19 +6,21 @@ only for the first minutes after import, right with the weights it was built
 with and stale once they change, caching results keyed on part of an input,
 returning one of two buffers in turn so the caller's last result is
 overwritten, keeping state in module buffers. So after the trials one
-candidate module is called five times in a row, **with no instrumentation at
+candidate module is called six times in a row, **with no instrumentation at
 all** (no poisoned memory, no dispatch modes, no launch recording: only the
 sandbox's audit hook, which Python code cannot see), every output kept alive
 and judged against the fp64 reference:
 
 1. fresh inputs: the uninstrumented call (``checker_detection`` if wrong: every
-   instrumented trial at these sizes and inputs passed);
-2. fresh inputs with the process clock a day ahead (``environment_dependent``);
-3. fresh inputs after the reference's weights were re-drawn and loaded into the
+   instrumented trial at these sizes and inputs passed), with gradients enabled
+   as in training (the watched trials run under ``no_grad``);
+2. and 3. fresh inputs with the process clock ten minutes, then a day ahead
+   (``environment_dependent``);
+4. fresh inputs after the reference's weights were re-drawn and loaded into the
    candidate again (``stale_weights``);
-4. the inputs of call 3, copied, with only a small block near the end of one
+5. the inputs of call 4, copied, with only a small block in the middle of one
    input changed (``stale_output``: a cache keyed on part of the input);
-5. the very buffers of call 4, with a small block near the start changed in
+6. the very buffers of call 5, with a small block near the start changed in
    place (``stale_output``: a cache keyed on the address and a prefix).
 
 Around every call the module's tensors (parameters, buffers, tensor
@@ -38,10 +40,13 @@ from pydantic import BaseModel, Field
 
 from kgen.evals.candidate_call import aliased_outputs, same_values
 from kgen.evals.clock import shifted_clock
+
+#: The clock shifts of calls 2 and 3: ten minutes (past "some minutes after import") and a day.
+CLOCK_SHIFTS_S = (600.0, 90_061.0)
 from kgen.evals.compare import ComparisonFailure, check_structure, compare_output, failure_of
 from kgen.evals.layout import copy_inputs
 from kgen.evals.module_state import changed_state, rerandomise, state_fingerprint, transfer_weights
-from kgen.evals.result import RejectionClass
+from kgen.evals.result import Rejected, RejectionClass
 
 
 class SequenceCall(BaseModel):
@@ -56,28 +61,28 @@ class SequenceResult(BaseModel):
     @property
     def summary(self) -> str:
         return (
-            f"{len(self.calls)} uninstrumented calls in a row matched (one with the clock shifted, one after "
+            f"{len(self.calls)} uninstrumented calls in a row matched (two with the clock shifted, one after "
             f"new weights{'' if self.weights == 'none' else ' were loaded ' + self.weights}, two with part of an "
             "input changed), outputs kept and re-checked, module state unchanged"
         )
 
 
-def _partially_changed(inputs: list[Any], generator: torch.Generator, near_end: bool) -> list[Any]:
-    """The inputs with a small block of one tensor changed (the rest bit-identical), in place."""
+def _partially_changed(inputs: list[Any], generator: torch.Generator, where: str) -> list[Any]:
+    """The inputs with a small block of one tensor changed (the rest bit-identical), in place:
+    at its ``"start"`` (past the first element) or in its ``"middle"`` (a cache keyed on the
+    first and last elements misses it)."""
     target = next((x for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1), None)
     if target is None:
         target = next((x for x in inputs if isinstance(x, torch.Tensor) and x.numel() > 1 and x.dtype != torch.bool), None)
     if target is None:
         return inputs
-    flat = target.view(-1) if target.is_contiguous() else None
     count = max(1, min(64, target.numel() // 8))
     with torch.no_grad():
-        if flat is None:  # a strided view: change the last (or first) row of its first axis
-            row = target.select(0, target.shape[0] - 1 if near_end else 0)
-            _perturb(row, generator)
+        if not target.is_contiguous():  # a strided view: change one row of its first axis
+            _perturb(target.select(0, target.shape[0] // 2 if where == "middle" else 0), generator)
         else:
-            start = target.numel() - count - 1 if near_end else 1
-            _perturb(flat[start:start + count], generator)
+            start = (target.numel() - count) // 2 if where == "middle" else min(1, target.numel() - count)
+            _perturb(target.view(-1)[start:start + count], generator)
     return inputs
 
 
@@ -97,8 +102,7 @@ def _perturb(block: torch.Tensor, generator: torch.Generator) -> None:
 
 
 def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResult:
-    """The five calls above; raises the evaluation's ``Rejected`` on the first fault."""
-    from kgen.evals.child import Rejected
+    """The six calls above; raises the evaluation's ``Rejected`` on the first fault."""
 
     result = SequenceResult()
     reference, candidate = evaluation._models(problem, seed)
@@ -111,23 +115,24 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
 
     inputs = evaluation._inputs(problem, seed, "normal")
     args: list[Any] = []
-    steps = ("plain", "clock", "weights", "partial", "in_place")
+    steps = ("plain", "clock_minutes", "clock_day", "weights", "partial", "in_place")
     for step, name in enumerate(steps, start=1):
-        if name in ("clock", "weights"):
+        if name in ("clock_minutes", "clock_day", "weights"):
             inputs = evaluation._inputs(problem, seed + step, "normal")
         if name == "weights" and transferred:
             rerandomise(reference, torch.Generator().manual_seed(seed + 7))
             transfer_weights(reference, candidate)
         if name == "partial":
-            inputs = _partially_changed(copy_inputs(inputs), generator, near_end=True)
+            inputs = _partially_changed(copy_inputs(inputs), generator, where="middle")
         if name == "in_place":
-            inputs = _partially_changed(args, generator, near_end=False)  # the last call's own buffers
+            inputs = _partially_changed(args, generator, where="start")  # the last call's own buffers
         what = f"call {step} of {len(steps)} in a row, uninstrumented ({name}), seed {seed}, sizes {sizes}"
         saved = copy_inputs(inputs)
         before = state_fingerprint(candidate, globals_of)
         # The candidate first: no reference output is lying in freed memory for it to find.
         args = inputs if name == "in_place" else copy_inputs(inputs)
-        outputs = _plain_call(evaluation, candidate, args, clock=name == "clock", what=what)
+        shift = {"clock_minutes": CLOCK_SHIFTS_S[0], "clock_day": CLOCK_SHIFTS_S[1]}.get(name)
+        outputs = _plain_call(evaluation, candidate, args, clock_shift=shift, what=what)
         mutated = [i for i, (a, b) in enumerate(zip(saved, args, strict=True))
                    if isinstance(a, torch.Tensor) and not same_values(a, b)]
         if mutated:
@@ -163,14 +168,16 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
     return result
 
 
-def _plain_call(evaluation: Any, candidate: Any, args: list[Any], clock: bool, what: str) -> list[Any]:
-    """The candidate called as a user calls it: no instrumentation but the sandbox's audit hook."""
+def _plain_call(evaluation: Any, candidate: Any, args: list[Any], clock_shift: float | None, what: str) -> list[Any]:
+    """The candidate called as a training loop calls it: gradients enabled, no instrumentation
+    but the sandbox's audit hook (every watched trial runs under ``no_grad``, so a candidate
+    that behaves by grad mode is caught one way or the other)."""
     from kgen.evals.compare import flatten_outputs
 
     try:
-        with evaluation.guard, torch.no_grad():
-            if clock:
-                with shifted_clock():
+        with evaluation.guard, torch.enable_grad():
+            if clock_shift is not None:
+                with shifted_clock(clock_shift):
                     outputs = flatten_outputs(candidate(*args))
             else:
                 outputs = flatten_outputs(candidate(*args))
@@ -190,10 +197,10 @@ def _name(step: str, failure: Any, what: str) -> tuple[RejectionClass, str]:
             f"right in every instrumented trial at these sizes, wrong in a plain call without instrumentation: "
             f"{failure} ({what})",
         )
-    if step == "clock":
+    if step.startswith("clock"):
         return (
             RejectionClass.ENVIRONMENT_DEPENDENT,
-            f"right a moment ago, wrong with the process clock a day ahead: {failure} ({what})",
+            f"right a moment ago, wrong with the process clock moved ahead: {failure} ({what})",
         )
     if step == "weights":
         return (

@@ -102,13 +102,21 @@ def aliased_outputs(outputs: Sequence[Any], args: Sequence[Any]) -> dict[int, in
     return found
 
 
-def _poison_unlaunched(tensors: list[Any]) -> None:
-    """A launch the ghost check did not run: poison what it could have written."""
+def _poisoner(args: Sequence[Any]):
+    """For the ghost check: a launch not run poisons what it could have written, except the
+    call's own inputs (a kernel may not write them, and torch copying from them after the
+    launch is exactly what the check must see)."""
     from torch.utils._python_dispatch import _disable_current_modes
 
-    with _disable_current_modes(), torch.no_grad():
-        for tensor in tensors:
-            poison_span(tensor)
+    inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor) and a.numel()}
+
+    def poison_unlaunched(tensors: list[Any]) -> None:
+        with _disable_current_modes(), torch.no_grad():
+            for tensor in tensors:
+                if tensor.numel() and tensor.untyped_storage().data_ptr() not in inputs:
+                    poison_span(tensor)
+
+    return poison_unlaunched
 
 
 def _describe_overruns(log, outputs: Sequence[Any]) -> list[str]:
@@ -142,7 +150,7 @@ def call_candidate(
         # Outermost: the allocation mode's own fills are kgen's, not the candidate's ops.
         allocations = stack.enter_context(poisoned_allocations())
         launches = stack.enter_context(
-            backend.record_launches(execute=execute_kernels, on_skip=None if execute_kernels else _poison_unlaunched)
+            backend.record_launches(execute=execute_kernels, on_skip=None if execute_kernels else _poisoner(args))
         )
         usage = stack.enter_context(record_torch_ops())
         stack.enter_context(guard)

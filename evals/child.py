@@ -29,7 +29,15 @@ from pydantic import BaseModel, Field
 
 from kgen.backends.base import KernelLaunch, KernelReport
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
-from kgen.evals.result import RejectionClass, ResultModel, StageResult, StageStatus, Trial
+from kgen.evals.result import (
+    Rejected,
+    RejectionClass,
+    ResultModel,
+    SkipTrial,
+    StageResult,
+    StageStatus,
+    Trial,
+)
 
 #: Input sets rotated through timed calls, so no trial reuses the previous trial's buffers.
 TIMING_INPUT_SETS = 3
@@ -76,16 +84,6 @@ class ChildReport(ResultModel):
     rejection: RejectionClass | None = None
     reason: str = ""
     finished: bool = False
-
-
-class Rejected(Exception):
-    def __init__(self, rejection: RejectionClass, message: str):
-        super().__init__(message)
-        self.rejection = rejection
-
-
-class SkipTrial(Exception):
-    """A trial the reference itself cannot judge: recorded, never held against the candidate."""
 
 
 def _write(report: ChildReport, path: Path) -> None:

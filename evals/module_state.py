@@ -75,18 +75,31 @@ def transfer_weights(reference: torch.nn.Module, candidate: Any) -> WeightTransf
     if not ref_state:
         return WeightTransfer(how="none", detail="the reference has no parameters or buffers")
     with torch.no_grad():
-        if list(ref_state) == list(cand_state) and all(
-            ref_state[k].shape == cand_state[k].shape for k in ref_state
-        ):
+        # By name: every reference entry has a namesake of its shape (the candidate may hold more,
+        # such as a folded copy of a weight, which then goes stale and shows).
+        if all(k in cand_state and cand_state[k].shape == v.shape for k, v in ref_state.items()):
             for key, value in ref_state.items():
                 cand_state[key].copy_(value.to(cand_state[key].device, cand_state[key].dtype))
-            return WeightTransfer(how="by name", tensors=len(ref_state))
-        ref_items, cand_items = list(ref_state.items()), list(cand_state.items())
-        if [tuple(v.shape) for _, v in ref_items] == [tuple(v.shape) for _, v in cand_items]:
-            for (_, value), (_, target) in zip(ref_items, cand_items, strict=True):
-                target.copy_(value.to(target.device, target.dtype))
-            pairs = ", ".join(f"{r}->{c}" for (r, _), (c, _) in zip(ref_items, cand_items, strict=True))
-            return WeightTransfer(how="by shape and order", tensors=len(ref_items), detail=pairs[:300])
+            extra = len(cand_state) - len(ref_state)
+            return WeightTransfer(
+                how="by name", tensors=len(ref_state), detail=f"{extra} candidate entries kept their own values" if extra else ""
+            )
+        # By shape in declaration order, skipping candidate entries no reference entry needs.
+        pairs: list[tuple[str, str]] = []
+        rest = list(cand_state.items())
+        for ref_key, value in ref_state.items():
+            index = next((i for i, (_, t) in enumerate(rest) if t.shape == value.shape), None)
+            if index is None:
+                pairs = []
+                break
+            pairs.append((ref_key, rest[index][0]))
+            rest = rest[index + 1:]
+        if pairs:
+            for ref_key, cand_key in pairs:
+                target = cand_state[cand_key]
+                target.copy_(ref_state[ref_key].to(target.device, target.dtype))
+            shown = ", ".join(f"{r}->{c}" for r, c in pairs)
+            return WeightTransfer(how="by shape and order", tensors=len(pairs), detail=shown[:300])
     return WeightTransfer(
         how="none",
         detail=f"state differs in names and shapes (reference: {', '.join(list(ref_state)[:6])}; "
@@ -111,7 +124,8 @@ def _tensors_in(value: Any, prefix: str, depth: int = 0) -> Iterator[tuple[str, 
 
 
 def held_tensors(module: Any, globals_of: types.ModuleType | None = None) -> dict[str, torch.Tensor]:
-    """Every tensor the module object (and its submodules) and the candidate's module globals hold."""
+    """Every tensor the module object (and its submodules) holds, and, in the candidate's own
+    file: its tensor globals, class attributes and functions' default arguments."""
     found: dict[str, torch.Tensor] = {}
     if isinstance(module, torch.nn.Module):
         for sub_name, sub in module.named_modules():
@@ -125,11 +139,32 @@ def held_tensors(module: Any, globals_of: types.ModuleType | None = None) -> dic
                     for name, tensor in _tensors_in(value, f"{where}{key}"):
                         found[name] = tensor
     if globals_of is not None:
+        own = getattr(globals_of, "__name__", None)
         for key, value in vars(globals_of).items():
-            if not key.startswith("__"):
-                for name, tensor in _tensors_in(value, f"module global {key}"):
-                    found[name] = tensor
+            if key.startswith("__"):
+                continue
+            for name, tensor in _tensors_in(value, f"module global {key}"):
+                found[name] = tensor
+            if isinstance(value, type) and value.__module__ == own:
+                for attr, item in vars(value).items():
+                    for name, tensor in _tensors_in(item, f"class attribute {key}.{attr}"):
+                        found[name] = tensor
+                    for name, tensor in _defaults_of(item, f"{key}.{attr}"):
+                        found[name] = tensor
+            for name, tensor in _defaults_of(value, key):
+                found[name] = tensor
     return found
+
+
+def _defaults_of(fn: Any, where: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """Tensors in a function's default arguments (``def f(x, _cache={})`` holds state)."""
+    fn = getattr(fn, "__func__", fn)
+    if not isinstance(fn, types.FunctionType):
+        return
+    for i, value in enumerate(fn.__defaults__ or ()):
+        yield from _tensors_in(value, f"default argument {i} of {where}")
+    for key, value in (fn.__kwdefaults__ or {}).items():
+        yield from _tensors_in(value, f"default argument {key} of {where}")
 
 
 def state_fingerprint(module: Any, globals_of: types.ModuleType | None = None) -> dict[str, torch.Tensor]:

@@ -66,6 +66,21 @@ class RejectionClass(str, Enum):
     OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"  # wrote past the end of a buffer it allocated
 
 
+class Rejected(Exception):
+    """Raised inside the verifier's child process when a check rejects the candidate.
+
+    Defined here, not in the child module, so that the child (run as ``__main__``) and the
+    modules it calls raise and catch one class."""
+
+    def __init__(self, rejection: RejectionClass, message: str):
+        super().__init__(message)
+        self.rejection = rejection
+
+
+class SkipTrial(Exception):
+    """A trial the reference itself cannot judge: recorded, never held against the candidate."""
+
+
 class Verdict(str, Enum):
     PASSED = "passed"
     REJECTED = "rejected"

@@ -87,6 +87,7 @@ class _Checker(_TorchMathRules, _StateRules, _EscapeRules, _ClockEnvRules):
                 self._setattr_escape(node, name)
         self._stream_method_call(node)
         self._nn_module_call(node)
+        self._asm_clock_env(node)
 
     def _check_chain(self, node: ast.AST) -> None:
         parent = _parent(node)

@@ -58,6 +58,11 @@ from kgen.evals.static_rules.names import (
     STORAGE_ATTRS,
 )
 
+#: Triton names (``tl.extra.cuda.globaltimer``, ``clock``, ``smid``) that read the GPU's clocks or placement.
+_DEVICE_CLOCKS = frozenset({"globaltimer", "globaltimer_lo", "globaltimer_hi", "clock", "clock64", "smid", "nsmid"})
+#: Inline-assembly registers with the same information.
+_ASM_CLOCKS = ("%globaltimer", "%clock", "%smid", "%nsmid", "s_memtime", "s_memrealtime")
+
 CLOCK_ENV_MESSAGE = "clocks, environment and process state make a kernel's behaviour depend on when and where it runs"
 _ALLOCATOR_MESSAGE = "inspecting the allocator (a check buffer's storage is bigger than the view it is handed)"
 _FRAME_MESSAGE = "frame introspection (the call stack says whether the checker or the timer is calling)"
@@ -72,6 +77,8 @@ def clock_env_reason(chain: str) -> str | None:
     segment = next((p for p in parts[1:] if p in _CLOCK_ENV_SEGMENTS), None)
     if segment is not None:
         return f"reaches the `{segment}` module: {CLOCK_ENV_MESSAGE}"
+    if top == "triton" and any(p in _DEVICE_CLOCKS for p in parts[1:]):
+        return f"a device clock or SM id read inside a kernel: {CLOCK_ENV_MESSAGE}"
     if top == "triton" and len(parts) >= 2 and parts[1] == "knobs":
         return f"triton.knobs reads the environment: {CLOCK_ENV_MESSAGE}"
     if top == "triton" and len(parts) >= 3 and parts[1] == "testing" and parts[2] not in _TRITON_TESTING_OK:
@@ -118,6 +125,14 @@ class _ClockEnvRules(_Context):
         if literal is None or name != "getattr" or _is_self(node.args[0]) or self.resolve(node.args[0]) is not None:
             return False  # a resolved receiver is a dotted name, checked as one
         return self._attr_name_clock_env(node, literal, f"getattr(..., {literal!r})")
+
+    def _asm_clock_env(self, node: ast.Call) -> bool:
+        """Inline assembly that reads a clock register (``mov.u64 %0, %globaltimer;``)."""
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and any(c in arg.value for c in _ASM_CLOCKS):
+                self.report("clock-env", node, f"inline assembly reads a clock register: {CLOCK_ENV_MESSAGE}")
+                return True
+        return False
 
     def _attr_name_clock_env(self, node: ast.AST, attr: str, shown: str) -> bool:
         if attr in STORAGE_ATTRS:

@@ -585,3 +585,17 @@ def test_clock_env_lookalikes_pass(source):
 @pytest.mark.parametrize("source", ["import _posixsubprocess\n", "import _socket as s\n", "from _thread import start_new_thread\n"])
 def test_private_c_modules_of_forbidden_ones_are_forbidden_too(source):
     assert "forbidden-import" in [v.rule for v in check_candidate_source(source)]
+
+
+def test_device_clocks_read_in_a_kernel_are_clock_env():
+    src = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def stamp(t_ptr):
+    t = tl.extra.cuda.globaltimer()
+    s = tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+    tl.store(t_ptr, t + s)
+'''
+    assert [(v.rule, v.line) for v in check_candidate_source(src)] == [("clock-env", 7), ("clock-env", 8)]
