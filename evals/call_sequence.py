@@ -40,13 +40,13 @@ from pydantic import BaseModel, Field
 
 from kgen.evals.candidate_call import aliased_outputs, same_values
 from kgen.evals.clock import shifted_clock
-
-#: The clock shifts of calls 2 and 3: ten minutes (past "some minutes after import") and a day.
-CLOCK_SHIFTS_S = (600.0, 90_061.0)
 from kgen.evals.compare import ComparisonFailure, check_structure, compare_output, failure_of
 from kgen.evals.layout import copy_inputs
 from kgen.evals.module_state import changed_state, rerandomise, state_fingerprint, transfer_weights
 from kgen.evals.result import Rejected, RejectionClass
+
+#: The clock shifts of calls 2 and 3: ten minutes (past "some minutes after import") and a day.
+CLOCK_SHIFTS_S = (600.0, 90_061.0)
 
 
 class SequenceCall(BaseModel):
