@@ -155,7 +155,10 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
                 f"forward changed {', '.join(changed[:4])}{' and more' if len(changed) > 4 else ''}, which the "
                 f"reference module leaves alone: state carried from one call to the next ({what})",
             )
-        kept.append((what, outputs, [o.detach().clone() for o in outputs]))
+        # An output the reference also returns as a view of an input changes with that input.
+        views = set(evaluation.reference_aliases)
+        kept.append((what, [o for i, o in enumerate(outputs) if i not in views],
+                     [o.detach().clone() for i, o in enumerate(outputs) if i not in views]))
         result.calls.append(SequenceCall(what=what))
     for what, outputs, copies in kept:
         for i, (out, copy) in enumerate(zip(outputs, copies, strict=True)):

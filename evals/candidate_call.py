@@ -46,6 +46,8 @@ class CallEvidence:
     aliased_outputs: dict[int, int] = field(default_factory=dict)
     #: one line per allocation the call wrote past the end of
     overruns: list[str] = field(default_factory=list)
+    #: ghost calls: what torch had put in each tensor a launch (not run) was handed
+    handed_to_kernels: list[torch.Tensor] = field(default_factory=list)
     error: BaseException | None = None
 
 
@@ -102,11 +104,14 @@ def aliased_outputs(outputs: Sequence[Any], args: Sequence[Any]) -> dict[int, in
     return found
 
 
-def _poisoner(args: Sequence[Any]):
+def _poisoner(args: Sequence[Any], handed: list[torch.Tensor]):
     """For the ghost check: a launch not run poisons what it could have written, except the
     call's own inputs (a kernel may not write them, and torch copying from them after the
-    launch is exactly what the check must see)."""
+    launch is exactly what the check must see). What torch had already put in each of those
+    tensors is kept in ``handed``: a kernel handed the finished output only copies it."""
     from torch.utils._python_dispatch import _disable_current_modes
+
+    from kgen.evals.poison import poison_mask
 
     inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor) and a.numel()}
 
@@ -114,6 +119,8 @@ def _poisoner(args: Sequence[Any]):
         with _disable_current_modes(), torch.no_grad():
             for tensor in tensors:
                 if tensor.numel() and tensor.untyped_storage().data_ptr() not in inputs:
+                    if not bool(poison_mask(tensor).all()):
+                        handed.append(tensor.detach().clone())
                     poison_span(tensor)
 
     return poison_unlaunched
@@ -146,11 +153,12 @@ def call_candidate(
     poison_allocator(poison_like, device)
     outputs: list[Any] = []
     error: BaseException | None = None
+    handed: list[torch.Tensor] = []
     with ExitStack() as stack:
         # Outermost: the allocation mode's own fills are kgen's, not the candidate's ops.
         allocations = stack.enter_context(poisoned_allocations())
         launches = stack.enter_context(
-            backend.record_launches(execute=execute_kernels, on_skip=None if execute_kernels else _poisoner(args))
+            backend.record_launches(execute=execute_kernels, on_skip=None if execute_kernels else _poisoner(args, handed))
         )
         usage = stack.enter_context(record_torch_ops())
         stack.enter_context(guard)
@@ -162,6 +170,7 @@ def call_candidate(
     evidence = CallEvidence(outputs=outputs, launches=list(launches.launches), compute_ops={}, error=error)
     evidence.compute_ops = dict(usage.compute_ops)
     evidence.host_reads = usage.host_reads
+    evidence.handed_to_kernels = handed
     if error is not None:
         return evidence
     at_return = fingerprint(outputs)

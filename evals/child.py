@@ -627,9 +627,16 @@ class _Evaluation:
             inputs = self._inputs(problem, run_seed, "normal")
             reference, candidate = self._models(problem, seed)
             real = self._call(candidate, inputs, self.previous_outputs, what)
-            ghost = call_ghost(self, candidate, inputs, real.outputs)
+            ghost, handed = call_ghost(self, candidate, inputs, real.outputs)
             if ghost is None:
                 return  # the forward cannot even finish without its kernels: they matter
+            finished = handed_finished_output(handed, real.outputs)
+            if finished is not None:
+                raise Rejected(
+                    RejectionClass.NOT_A_KERNEL,
+                    f"a kernel was handed output {finished} already computed by torch's copies and casts "
+                    f"(a transpose laundered through .to()/clone(), say): it only moves the answer ({what})",
+                )
             if k == 0 and same_outputs(ghost, real.outputs):
                 raise Rejected(
                     RejectionClass.NOT_A_KERNEL,
@@ -841,9 +848,10 @@ class _Evaluation:
         self.stage("timing", StageStatus.PASSED, f"median {result.median_ms:.4f} ms ({speedups}{pct})", started)
 
 
-def call_ghost(evaluation: _Evaluation, candidate, inputs, real_outputs) -> list[Any] | None:
-    """The candidate's outputs with every launch poisoning its arguments instead of running;
-    None when the forward cannot finish that way (it needs what its kernels compute)."""
+def call_ghost(evaluation: _Evaluation, candidate, inputs, real_outputs) -> tuple[list[Any] | None, list[Any]]:
+    """The candidate's outputs with every launch poisoning its arguments instead of running
+    (None when the forward cannot finish that way: it needs what its kernels compute), and
+    what torch had put in the tensors those launches were handed."""
     from kgen.evals.candidate_call import call_candidate
 
     evidence = call_candidate(
@@ -851,8 +859,24 @@ def call_ghost(evaluation: _Evaluation, candidate, inputs, real_outputs) -> list
     )
     evaluation._raise_guard_violation()
     if evidence.error is not None or len(evidence.outputs) != len(real_outputs):
-        return None
-    return evidence.outputs
+        return None, []
+    return evidence.outputs, evidence.handed_to_kernels
+
+
+def handed_finished_output(handed: list[Any], real_outputs: list[Any]) -> int | None:
+    """The index of a real output that some kernel argument already held, bit for bit, before
+    the launch (a kernel that copies torch's answer into place)."""
+    import torch
+
+    for i, out in enumerate(real_outputs):
+        if not isinstance(out, torch.Tensor) or out.numel() < 2:
+            continue
+        flat = out.detach().reshape(-1)
+        for tensor in handed:
+            if tensor.numel() == flat.numel() and tensor.dtype == flat.dtype:
+                if bool(_bitwise_equal(tensor.reshape(-1), flat).all()) and not bool((flat == flat[0]).all()):
+                    return i
+    return None
 
 
 def torch_written_share(first: tuple[list[Any], list[Any]], second: tuple[list[Any], list[Any]]) -> tuple[float, int]:

@@ -45,7 +45,7 @@ and the reference answers the new question.
 ``repeated_id``         every integer tensor filled with one value from its
                         observed range: every contribution lands in one
                         accumulator.
-``mean_shift``          the largest floating tensor moved by ``c * std`` of themselves (``c`` = 512
+``mean_shift``          the largest floating tensor moved by ``c * std`` of itself (``c`` = 256
                         for fp32/fp64, 64 for fp16, 16 for bf16: as far as the
                         dtype keeps several bits of the spread after the shift),
                         the residual-stream case: a variance computed as
@@ -105,7 +105,7 @@ _EXACT_ZIPF_LIMIT = 1 << 22
 
 #: ``mean_shift``: the shift in units of the tensor's own standard deviation, per dtype.
 MEAN_SHIFT_SIGMAS: dict[torch.dtype, float] = {
-    torch.float64: 512.0, torch.float32: 512.0, torch.float16: 64.0, torch.bfloat16: 16.0,
+    torch.float64: 256.0, torch.float32: 256.0, torch.float16: 64.0, torch.bfloat16: 16.0,
 }
 #: ``wide_range``: the RMS a floating tensor is scaled to, per dtype (powers of two).
 WIDE_RANGE_RMS: dict[torch.dtype, float] = {

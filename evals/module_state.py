@@ -125,7 +125,7 @@ def _tensors_in(value: Any, prefix: str, depth: int = 0) -> Iterator[tuple[str, 
 
 def held_tensors(module: Any, globals_of: types.ModuleType | None = None) -> dict[str, torch.Tensor]:
     """Every tensor the module object (and its submodules) holds, and, in the candidate's own
-    file: its tensor globals, class attributes and functions' default arguments."""
+    file: its tensor globals, class attributes, functions' default arguments and closures."""
     found: dict[str, torch.Tensor] = {}
     if isinstance(module, torch.nn.Module):
         for sub_name, sub in module.named_modules():
@@ -157,7 +157,8 @@ def held_tensors(module: Any, globals_of: types.ModuleType | None = None) -> dic
 
 
 def _defaults_of(fn: Any, where: str) -> Iterator[tuple[str, torch.Tensor]]:
-    """Tensors in a function's default arguments (``def f(x, _cache={})`` holds state)."""
+    """Tensors in a function's default arguments and closure cells (``def f(x, _cache={})``
+    and a factory's captured buffer both hold state)."""
     fn = getattr(fn, "__func__", fn)
     if not isinstance(fn, types.FunctionType):
         return
@@ -165,6 +166,12 @@ def _defaults_of(fn: Any, where: str) -> Iterator[tuple[str, torch.Tensor]]:
         yield from _tensors_in(value, f"default argument {i} of {where}")
     for key, value in (fn.__kwdefaults__ or {}).items():
         yield from _tensors_in(value, f"default argument {key} of {where}")
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        yield from _tensors_in(contents, f"closure cell {i} of {where}")
 
 
 def state_fingerprint(module: Any, globals_of: types.ModuleType | None = None) -> dict[str, torch.Tensor]:

@@ -63,3 +63,30 @@ def test_changed_state_sees_buffers_attributes_and_module_globals():
     module.cache[0][1] = 2.0
     globals_of.SCRATCH[0] = 3.0
     assert set(changed_state(before, module, globals_of)) == {"flag", "cache[0]", "module global SCRATCH"}
+
+
+def test_class_attributes_default_arguments_and_closures_are_state_too():
+    import types
+
+    globals_of = types.ModuleType("candidate")
+    scratch = torch.zeros(3)
+
+    def make():
+        def run(x, _cache=torch.zeros(2)):
+            return scratch
+
+        return run
+
+    class Counter(nn.Module):
+        calls = torch.zeros(1)
+
+    Counter.__module__ = "candidate"
+    globals_of.Counter, globals_of.run = Counter, make()
+    before = state_fingerprint(None, globals_of)
+    Counter.calls += 1
+    globals_of.run.__defaults__[0][0] = 1.0
+    scratch[2] = 5.0
+    changed = changed_state(before, None, globals_of)
+    assert any("class attribute Counter.calls" in c for c in changed)
+    assert any("default argument 0 of run" in c for c in changed)
+    assert any("closure cell 0 of run" in c for c in changed)
