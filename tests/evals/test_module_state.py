@@ -72,7 +72,7 @@ def test_class_attributes_default_arguments_and_closures_are_state_too():
     scratch = torch.zeros(3)
 
     def make():
-        def run(x, _cache=torch.zeros(2)):
+        def run(x, _cache=torch.zeros(2)):  # noqa: B008 - the state under test
             return scratch
 
         return run
