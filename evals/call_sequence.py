@@ -90,7 +90,7 @@ def _perturb(block: torch.Tensor, generator: torch.Generator) -> None:
     if block.is_floating_point():
         values = block.detach().to(torch.float64)
         spread = values.abs().mean().item() or 1.0
-        noise = torch.randn(block.shape, generator=generator, dtype=torch.float64) * spread
+        noise = torch.randn(block.shape, generator=generator, dtype=torch.float64).to(block.device) * spread
         block.copy_((values + noise).to(block.dtype))
     else:
         low = int(block.min().item())
