@@ -28,7 +28,8 @@ def main() -> None:
         result = evaluate(path.stem, path, EvalOptions(device=args.device))
         elapsed = time.monotonic() - started
         seconds.append(elapsed)
-        rows.append(f"| {path.stem} | {result.verdict.value} | {len(result.trials)} | {elapsed:.1f} |")
+        why = "" if result.passed else f" {result.rejection.value}: {result.reason[:200]} (seeds {sorted({t.seed for t in result.trials})})"
+        rows.append(f"| {path.stem} | {result.verdict.value}{why} | {len(result.trials)} | {elapsed:.1f} |")
         print(rows[-1], flush=True)
     print()
     print(f"`python scripts/verification_time.py --device {args.device}`, {datetime.date.today()}, "
