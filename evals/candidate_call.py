@@ -69,14 +69,19 @@ def fingerprint(outputs: Sequence[Any]) -> list[torch.Tensor]:
     return prints
 
 
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Element by element, whether two same-shaped tensors hold the same bits (NaN equals NaN)."""
+    if a.is_floating_point():
+        width = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[a.element_size()]
+        return a.detach().contiguous().view(width) == b.detach().contiguous().view(width)
+    return a.detach() == b.detach()
+
+
 def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise-equal, NaN included (compare storage bits, not float equality)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.is_floating_point():
-        width = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[a.element_size()]
-        return torch.equal(a.contiguous().view(width), b.contiguous().view(width))
-    return torch.equal(a, b)
+    return bool(bitwise_equal(a, b).all())
 
 
 def same_outputs(a: Sequence[Any], b: Sequence[Any]) -> bool:

@@ -894,13 +894,15 @@ def handed_finished_output(handed: list[Any], real_outputs: list[Any]) -> int | 
     the launch (a kernel that copies torch's answer into place)."""
     import torch
 
+    from kgen.evals.candidate_call import bitwise_equal
+
     for i, out in enumerate(real_outputs):
         if not isinstance(out, torch.Tensor) or out.numel() < 2:
             continue
         flat = out.detach().reshape(-1)
         for tensor in handed:
             if tensor.numel() == flat.numel() and tensor.dtype == flat.dtype:
-                if bool(_bitwise_equal(tensor.reshape(-1), flat).all()) and not bool((flat == flat[0]).all()):
+                if bool(bitwise_equal(tensor.reshape(-1), flat).all()) and not bool((flat == flat[0]).all()):
                     return i
     return None
 
@@ -912,6 +914,7 @@ def torch_written_share(
     kernel off (not poison) and differ between the two input sets (input data, not a constant)."""
     import torch
 
+    from kgen.evals.candidate_call import bitwise_equal
     from kgen.evals.poison import poison_mask
 
     worst, worst_index = 0.0, 0
@@ -921,20 +924,11 @@ def torch_written_share(
             continue
         if not (real.shape == g1.shape == g2.shape and real.dtype == g1.dtype == g2.dtype):
             continue
-        written = ~poison_mask(g1) & _bitwise_equal(g1, real) & ~_bitwise_equal(g1, g2)
+        written = ~poison_mask(g1) & bitwise_equal(g1, real) & ~bitwise_equal(g1, g2)
         share = written.sum().item() / real.numel()
         if share > worst:
             worst, worst_index = share, i
     return worst, worst_index
-
-
-def _bitwise_equal(a, b):
-    import torch
-
-    if a.is_floating_point():
-        width = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[a.element_size()]
-        return a.detach().contiguous().view(width) == b.detach().contiguous().view(width)
-    return a.detach() == b.detach()
 
 
 STAGES = ("static", "load", "correctness", "compile", "train_check", "timing")
