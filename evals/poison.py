@@ -69,17 +69,13 @@ def _poison_bits(dtype: torch.dtype) -> tuple[torch.dtype, int]:
 
 
 def fill_poison(tensor: torch.Tensor) -> torch.Tensor:
-    """Overwrite a tensor's elements (its whole storage span) with the poison pattern for its dtype."""
+    """Overwrite a tensor's whole storage with the poison pattern for its dtype."""
     if tensor.numel() == 0:
         return tensor
     if tensor.dtype in _FLOAT_BITS:
-        int_dtype, bits = _poison_bits(tensor.dtype)
-        flat = tensor.as_strided((tensor.untyped_storage().nbytes() // tensor.element_size(),), (1,), 0)
-        flat.view(int_dtype).fill_(bits)
-    elif tensor.dtype in (torch.int32, torch.int64):
-        tensor.fill_(_INT_VALUE)
-    elif tensor.dtype.is_floating_point:
-        tensor.fill_(float("nan"))
+        fill_poison_elements(tensor.as_strided((tensor.untyped_storage().nbytes() // tensor.element_size(),), (1,), 0))
+    else:
+        fill_poison_elements(tensor)
     return tensor
 
 
@@ -93,12 +89,11 @@ def poison_span(tensor: torch.Tensor) -> None:
     flat = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
     flat.set_(tensor.untyped_storage(), tensor.storage_offset(), (span,), (1,))
     with torch.no_grad():
-        if tensor.dtype in _FLOAT_BITS or tensor.dtype in (torch.int32, torch.int64) or tensor.dtype.is_floating_point:
-            fill_poison_elements(flat)
+        fill_poison_elements(flat)
 
 
 def fill_poison_elements(tensor: torch.Tensor) -> None:
-    """Poison exactly the tensor's own (contiguous) elements."""
+    """Poison exactly the tensor's own (contiguous) elements; dtypes without a pattern are left alone."""
     if tensor.dtype in _FLOAT_BITS:
         int_dtype, bits = _poison_bits(tensor.dtype)
         tensor.view(int_dtype).fill_(bits)
