@@ -28,8 +28,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.evals.policies import Policies
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.result import (
+    Inconclusive,
+    InconclusiveCause,
     Rejected,
     RejectionClass,
     ResultModel,
@@ -67,6 +70,7 @@ class ChildRequest(BaseModel):
     bench: bool = False
     bench_sizes: dict[str, int] | None = None
     workdir: str = "."
+    policies: Policies = Field(default_factory=Policies)
 
 
 class ChildReport(ResultModel):
@@ -79,6 +83,7 @@ class ChildReport(ResultModel):
     train_check: dict[str, Any] | None = None
     bench: dict[str, Any] | None = None
     rejection: RejectionClass | None = None
+    inconclusive: InconclusiveCause | None = None
     reason: str = ""
     finished: bool = False
 
@@ -164,7 +169,7 @@ class _Evaluation:
             raise Rejected(
                 RejectionClass.LOAD_ERROR, f"syntax error in {self.candidate_path.name} line {exc.lineno}: {exc.msg}"
             ) from exc
-        violations = check_candidate_source(source, self.candidate_path.name)
+        violations = check_candidate_source(source, self.candidate_path.name, self.request.policies)
         if violations:
             first = violations[0]
             raise Rejected(
@@ -908,6 +913,11 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
                     evaluation.train()
                 except Rejected as train_exc:
                     evaluation.stage("train_check", StageStatus.FAILED, str(train_exc), started)
+            break
+        except Inconclusive as exc:
+            evaluation.report.inconclusive = exc.cause
+            evaluation.report.reason = str(exc)
+            evaluation.stage(name, StageStatus.SKIPPED, f"inconclusive: {exc}", started)
             break
     evaluation.report.finished = True
     evaluation.save()

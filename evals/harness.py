@@ -22,6 +22,7 @@ import kgen
 from kgen.config import triton_cache_dir
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
 from kgen.evals.child import STAGES, ChildReport, ChildRequest
+from kgen.evals.policies import PolicyError
 from kgen.evals.problem import ProblemError, ProblemInfo
 from kgen.evals.result import EvalResult, RejectionClass, StageResult, StageStatus, Verdict
 from kgen.evals.sandbox import SandboxLimits, SandboxOutcome, run_python_module
@@ -49,6 +50,9 @@ class EvalOptions(BaseModel):
     #: after verification, time the candidate, eager and torch.compile at the default sizes (GPU)
     bench: bool = False
     keep_workdir: bool = False
+    #: policy overrides (``evals/policies.py``); None: the problem's declaration, else the default
+    precision: str | None = None
+    torch_ops: str | None = None
 
 
 def resolve_device(device: str) -> str:
@@ -109,6 +113,10 @@ def evaluate(
     targets = _validate_targets(options.targets)
     device = resolve_device(options.device)
     seeds = options.seeds or [secrets.randbelow(2**31 - 1) for _ in range(options.n_seeds)]
+    try:
+        policies = info.policies(options.precision, options.torch_ops)
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from exc
 
     workdir = Path(tempfile.mkdtemp(prefix="kgen-eval-"))
     try:
@@ -136,13 +144,15 @@ def evaluate(
             bench=options.bench,
             bench_sizes=dict(info.sizes),
             workdir=str(box),
+            policies=policies,
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
         request_path.write_text(request.model_dump_json())
         if progress is not None:
             progress(
                 f"verifying {candidate_path.name} on {info.name} ({device}, {len(seeds)} seed(s) x "
-                f"{len(request.size_sets)} size set(s){', targets ' + ', '.join(targets) if targets else ''})"
+                f"{len(request.size_sets)} size set(s), {policies.describe()}"
+                f"{', targets ' + ', '.join(targets) if targets else ''})"
             )
         limits = SandboxLimits(timeout_s=options.timeout_s)
         cache = triton_cache_dir()
@@ -173,6 +183,7 @@ def evaluate(
         train_check=report.train_check,
         bench=report.bench,
         kgen_version=kgen.__version__,
+        policies=policies,
     )
     _apply_outcome(result, report, outcome, options.timeout_s)
     result.seconds = time.monotonic() - started
@@ -212,8 +223,12 @@ def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutc
         )
         result.stages.append(StageResult(name="sandbox", status=StageStatus.FAILED, message=result.reason))
         return
+    if report.finished and report.inconclusive is not None:
+        result.verdict = Verdict.INCONCLUSIVE
+        result.inconclusive, result.reason = report.inconclusive, report.reason
+        return
     if report.finished and report.rejection is None and outcome.returncode == 0:
-        result.reason = "verified against the fp64 reference"
+        result.reason = f"verified against the fp64 reference ({result.policies.describe()})"
         return
     result.verdict = Verdict.REJECTED
     if report.finished and report.rejection is not None:

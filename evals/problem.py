@@ -16,6 +16,9 @@ KernelBench ignores:
                               little else, so a narrow accumulator shows in the interpreter
 ``KGEN_FIXED_SIZES``          size constants the verifier must not perturb (a head dim a
                               kernel may legitimately require to be a power of two)
+``KGEN_PRECISION``            "ieee" (default) or "tf32" (``evals/policies.py``)
+``KGEN_TORCH_OPS``            "strict" or "library" (default: strict for kgen's problems,
+                              library for plain KernelBench files)
 ``kgen_bytes()``, ``kgen_flops()``  the fewest bytes moved / FLOPs done at the
                               module's current sizes (used for speed-of-light)
 
@@ -35,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from kgen.evals.policies import Policies, policies_for
 
 _METADATA_PREFIX = "KGEN_"
 #: Largest value a size constant keeps when a KernelBench file without
@@ -69,7 +74,13 @@ class ProblemInfo(BaseModel):
     input_distributions: list[str] = Field(default_factory=list)
     fixed_sizes: list[str] = Field(default_factory=list)
     probe_sizes: dict[str, int] | None = None
+    precision: str | None = None
+    torch_ops: str | None = None
     has_kgen_metadata: bool = False
+
+    def policies(self, precision: str | None = None, torch_ops: str | None = None) -> Policies:
+        """The policies a candidate for this problem is judged under (flags override the file)."""
+        return policies_for(self.precision, self.torch_ops, not self.has_kgen_metadata, precision, torch_ops)
 
     def cpu_sizes(self) -> dict[str, int]:
         """Sizes small enough for the Triton interpreter.
@@ -201,6 +212,8 @@ def read_problem(path: str | Path) -> ProblemInfo:
         input_distributions=list(meta.get("KGEN_INPUT_DISTRIBUTIONS", [])),
         fixed_sizes=list(meta.get("KGEN_FIXED_SIZES", [])),
         probe_sizes=meta.get("KGEN_PROBE_SIZES"),
+        precision=meta.get("KGEN_PRECISION"),
+        torch_ops=meta.get("KGEN_TORCH_OPS"),
         has_kgen_metadata=bool(meta),
     )
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgen.backends.base import KernelReport
+from kgen.evals.policies import Policies
 
 
 class ResultModel(BaseModel):
@@ -77,6 +78,21 @@ class Rejected(Exception):
         self.rejection = rejection
 
 
+class InconclusiveCause(str, Enum):
+    """Why no verdict could be reached: the harness's limits, never the candidate's fault."""
+
+    NEEDS_GPU = "needs_gpu"  # the CPU interpreter cannot run what the kernel uses; a GPU can judge it
+    HARNESS_ERROR = "harness_error"  # kgen's own work failed (a bug or a limit of the verifier)
+
+
+class Inconclusive(Exception):
+    """Raised inside the verifier's child when the harness, not the candidate, cannot go on."""
+
+    def __init__(self, cause: InconclusiveCause, message: str):
+        super().__init__(message)
+        self.cause = cause
+
+
 class SkipTrial(Exception):
     """A trial the reference itself cannot judge: recorded, never held against the candidate."""
 
@@ -84,6 +100,8 @@ class SkipTrial(Exception):
 class Verdict(str, Enum):
     PASSED = "passed"
     REJECTED = "rejected"
+    #: no verdict: the harness could not judge (``EvalResult.inconclusive`` says why)
+    INCONCLUSIVE = "inconclusive"
 
 
 class StageResult(ResultModel):
@@ -133,6 +151,10 @@ class EvalResult(ResultModel):
     targets: list[str] = Field(default_factory=list)
     verdict: Verdict
     rejection: RejectionClass | None = None
+    #: set when the verdict is inconclusive: what stopped the harness
+    inconclusive: InconclusiveCause | None = None
+    #: the policies the candidate was judged under (``evals/policies.py``)
+    policies: Policies = Field(default_factory=Policies)
     reason: str = ""
     stages: list[StageResult] = Field(default_factory=list)
     trials: list[Trial] = Field(default_factory=list)
@@ -149,6 +171,11 @@ class EvalResult(ResultModel):
     @property
     def passed(self) -> bool:
         return self.verdict is Verdict.PASSED
+
+    @property
+    def exit_code(self) -> int:
+        """What `kgen eval` exits with: 0 passed, 1 rejected, 3 inconclusive (2 is bad usage)."""
+        return {Verdict.PASSED: 0, Verdict.REJECTED: 1, Verdict.INCONCLUSIVE: 3}[self.verdict]
 
     def stage(self, name: str) -> StageResult | None:
         return next((s for s in self.stages if s.name == name), None)

@@ -131,6 +131,17 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
+PRECISION_HELP = (
+    "Precision policy: ieee (fp32 problems are IEEE fp32) or tf32 (TF32 matrix products admitted, "
+    "with their own tolerance). Default: the problem's KGEN_PRECISION, else ieee."
+)
+TORCH_OPS_HELP = (
+    "Torch ops policy: strict (every compute op in the candidate's kernels) or library (vendor "
+    "matmul/conv/attention calls allowed, the rest in kernels). Default: the problem's KGEN_TORCH_OPS, "
+    "else library for plain KernelBench files and strict for kgen's catalog."
+)
+
+
 @app.command("eval")
 def eval_command(
     problem: Annotated[str, typer.Argument(help="Catalog name or alias, or a KernelBench-format problem file.")],
@@ -157,11 +168,14 @@ def eval_command(
     small: Annotated[
         bool, typer.Option("--small", help="Use the problem's small size set even on a GPU (a quick check).")
     ] = False,
+    precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
+    torch_ops: Annotated[str | None, typer.Option("--torch-ops", help=TORCH_OPS_HELP)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON instead of a table.")] = False,
 ) -> None:
     """Verify one candidate kernel against a problem's fp64 reference, in a sandbox.
 
-    Exit code 0: passed; 1: rejected (the reason says why); 2: bad usage.
+    Exit code 0: passed; 1: rejected (the reason says why); 2: bad usage; 3: inconclusive
+    (kgen could not judge it here, e.g. the CPU interpreter cannot run what the kernel uses).
     """
     from kgen.display import print_eval_result
     from kgen.evals.harness import EvalOptions, UsageError, evaluate
@@ -171,7 +185,7 @@ def eval_command(
     options = EvalOptions(
         device=device, backend=backend, targets=target or [], seeds=seed or None,
         n_seeds=seeds, timeout_s=timeout, train_check=train_check, distributions=distributions,
-        small_sizes=small, bench=bench,
+        small_sizes=small, bench=bench, precision=precision, torch_ops=torch_ops,
     )
     try:
         progress = None if json_output else (lambda line: err_console.print(f"[dim]{line} …[/]", soft_wrap=True))
@@ -184,7 +198,7 @@ def eval_command(
         print(result.model_dump_json(indent=2))
     else:
         print_eval_result(result, console)
-    raise typer.Exit(0 if result.passed else 1)
+    raise typer.Exit(result.exit_code)
 
 
 @app.command("bench")

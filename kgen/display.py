@@ -19,6 +19,11 @@ def verdict_line(result: EvalResult) -> str:
     where = "CPU (Triton interpreter)" if result.device == "cpu" else result.device.upper()
     if result.passed:
         return f"[bold green]PASSED[/] {result.problem} ← {result.candidate} on {where}: {result.reason}"
+    if result.inconclusive is not None:
+        return (
+            f"[bold yellow]INCONCLUSIVE[/] ({result.inconclusive.value}) {result.problem} ← {result.candidate} "
+            f"on {where}: {result.reason}"
+        )
     return (
         f"[bold red]REJECTED[/] ({result.rejection.value if result.rejection else 'unknown'}) "
         f"{result.problem} ← {result.candidate} on {where}: {result.reason}"

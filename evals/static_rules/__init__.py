@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import ast
 
+from kgen.evals.policies import Policies
 from kgen.evals.result import RejectionClass
 from kgen.evals.static_rules.checker import _Checker
 from kgen.evals.static_rules.names import (
@@ -76,8 +77,11 @@ __all__ = [
 ]
 
 
-def check_candidate_source(source: str, filename: str = "<candidate>") -> list[RuleViolation]:
-    """Every rule violation in a candidate's source, ordered by line (empty: none)."""
+def check_candidate_source(
+    source: str, filename: str = "<candidate>", policies: Policies | None = None
+) -> list[RuleViolation]:
+    """Every rule violation in a candidate's source, ordered by line (empty: none), judged under
+    ``policies`` (default: :class:`~kgen.evals.policies.Policies`'s defaults)."""
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
@@ -90,12 +94,12 @@ def check_candidate_source(source: str, filename: str = "<candidate>") -> list[R
                 rejection=RejectionClass.LOAD_ERROR,
             )
         ]
-    return _Checker(tree, filename).run()
+    return _Checker(tree, filename, policies or Policies()).run()
 
 
-def check_candidate_file(path) -> list[RuleViolation]:
+def check_candidate_file(path, policies: Policies | None = None) -> list[RuleViolation]:
     """:func:`check_candidate_source` on a file, reported under its base name."""
     from pathlib import Path
 
     path = Path(path)
-    return check_candidate_source(path.read_text(), filename=path.name)
+    return check_candidate_source(path.read_text(), filename=path.name, policies=policies)

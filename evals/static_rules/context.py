@@ -14,6 +14,7 @@ import ast
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from kgen.evals.policies import Policies
 from kgen.evals.static_rules.ast_helpers import (
     _is_getattr_literal,
     _is_main_test,
@@ -38,9 +39,10 @@ class _ClassInfo:
 class _Context:
     """The parsed candidate and what the rules know about it; ``report`` records a violation."""
 
-    def __init__(self, tree: ast.Module, filename: str):
+    def __init__(self, tree: ast.Module, filename: str, policies: Policies):
         self.tree = tree
         self.filename = filename
+        self.policies = policies
         self.violations: list[RuleViolation] = []
         self._seen: set[tuple[str, int, str]] = set()
         self.nodes: list[ast.AST] = list(ast.walk(tree))
