@@ -584,8 +584,10 @@ def apply_result(record: CandidateRecord, result) -> CandidateRecord:
     return record.model_copy(update={
         **timing.model_dump(),
         "status": "evaluated",
-        "verdict": "passed" if result.passed else "rejected",
-        "rejection": result.rejection.value if result.rejection else None,
+        "verdict": result.verdict.value,
+        "rejection": result.rejection.value if result.rejection else (
+            result.inconclusive.value if result.inconclusive else None
+        ),
         "reason": result.reason,
         "timed_target": timed_target,
         "kernels": kernel_lines(result.kernels),
@@ -597,7 +599,7 @@ def describe(record: CandidateRecord) -> str:
     if record.status == "no_code":
         return f"no code ({record.reason})"
     if not record.passed:
-        return f"REJECTED ({record.rejection}): {record.reason}"
+        return f"{(record.verdict or 'rejected').upper()} ({record.rejection}): {record.reason}"
     if record.time_ms is None:
         return "passed (not timed: no GPU)"
     speed = f"{record.time_ms:.4g} ms"

@@ -59,7 +59,7 @@ class CandidateRecord(CandidateIdentity, Timing):
     (``device_name`` is the GPU it was timed on)."""
 
     status: Literal["pending", "no_code", "evaluated"] = "pending"
-    verdict: Literal["passed", "rejected"] | None = None
+    verdict: Literal["passed", "rejected", "inconclusive"] | None = None
     rejection: str | None = None
     reason: str = ""
     #: the kgen target the timing GPU resolves to: a time counts only for that target

@@ -144,7 +144,9 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
             check_structure(outputs, native)
         except ComparisonFailure as exc:
             raise Rejected(exc.rejection, f"{exc} ({what})") from exc
-        failure = failure_of([compare_output(i, o, r) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))])
+        failure = failure_of([
+            compare_output(i, o, r, precision=evaluation.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
+        ])
         if failure is not None:
             raise Rejected(*_name(name, failure, what))
         evaluation._check_aliases(aliased_outputs(outputs, args), what)

@@ -7,8 +7,9 @@ from typing import Any
 
 import torch
 
+from kgen.evals.policies import Precision
 from kgen.evals.result import OutputComparison, RejectionClass
-from kgen.evals.tolerances import tolerance_for
+from kgen.evals.tolerances import Tolerance, tolerance_for
 
 
 class ComparisonFailure(Exception):
@@ -58,6 +59,38 @@ def _rel_l2(diff: torch.Tensor, ref: torch.Tensor) -> float:
     return diff_norm / ref_norm
 
 
+class _Difference:
+    """The candidate's output against the fp64 reference, element by element."""
+
+    def __init__(self, out: torch.Tensor, ref64: torch.Tensor, tol: Tolerance):
+        # Compared where the reference lives: on a GPU, moving full-size outputs to the host costs more than the check.
+        ref = ref64.detach().to(torch.float64)
+        got = out.detach().to(ref.device, torch.float64)
+        self.ref_finite = torch.isfinite(ref)
+        self.bad_nonfinite = self.ref_finite & ~torch.isfinite(got)
+        # Where the reference itself is non-finite, the candidate must match it exactly.
+        nonfinite_mismatch = ~self.ref_finite & ~((got == ref) | (torch.isnan(got) & torch.isnan(ref)))
+        got_f = torch.where(self.ref_finite, got, torch.zeros_like(got))
+        self.ref_f = torch.where(self.ref_finite, ref, torch.zeros_like(ref))
+        diff = (got_f - self.ref_f).abs()
+        self.diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+        rms = self.ref_f.pow(2).mean().sqrt().item() if self.ref_f.numel() else 0.0
+        allowed = tol.rtol * self.ref_f.abs() + tol.atol * rms
+        self.bad = (self.diff > allowed) | self.bad_nonfinite | nonfinite_mismatch
+
+
+def _tolerance(dtype: torch.dtype, precision: Precision, scale: float) -> Tolerance:
+    base = tolerance_for(dtype, precision)
+    return base.model_copy(update={k: v * scale for k, v in base.model_dump().items()})
+
+
+def outside_tolerance(
+    out: torch.Tensor, ref64: torch.Tensor, precision: Precision = Precision.IEEE
+) -> torch.Tensor:
+    """The boolean mask of ``out``'s elements outside the elementwise tolerance."""
+    return _Difference(out, ref64, _tolerance(out.dtype, precision, 1.0)).bad
+
+
 def compare_output(
     index: int,
     out: torch.Tensor,
@@ -65,27 +98,17 @@ def compare_output(
     ref_native: torch.Tensor | None = None,
     scale: float = 1.0,
     dtype: torch.dtype | None = None,
+    precision: Precision = Precision.IEEE,
 ) -> OutputComparison:
     """Judge one output against the fp64 reference; ``ref_native`` (the reference run in
     the problem's own dtypes) is reported as evidence of how hard the tolerance is.
     ``scale`` multiplies the tolerance of ``dtype`` (default: the output's own; the
-    conditioning check judges an fp64 output by half of its problem dtype's tolerance)."""
-    base = tolerance_for(dtype or out.dtype)
-    tol = base.model_copy(update={k: v * scale for k, v in base.model_dump().items()})
-    # Compared where the reference lives: on a GPU, moving full-size outputs to the host costs more than the check.
+    conditioning check judges an fp64 output by half of its problem dtype's tolerance);
+    ``precision`` is the evaluation's precision policy."""
+    tol = _tolerance(dtype or out.dtype, precision, scale)
+    d = _Difference(out, ref64, tol)
+    ref_finite, bad_nonfinite, ref_f, diff, elem_bad = d.ref_finite, d.bad_nonfinite, d.ref_f, d.diff, d.bad
     ref = ref64.detach().to(torch.float64)
-    got = out.detach().to(ref.device, torch.float64)
-    ref_finite = torch.isfinite(ref)
-    bad_nonfinite = ref_finite & ~torch.isfinite(got)
-    # Where the reference itself is non-finite, the candidate must match it exactly.
-    nonfinite_mismatch = ~ref_finite & ~((got == ref) | (torch.isnan(got) & torch.isnan(ref)))
-    got_f = torch.where(ref_finite, got, torch.zeros_like(got))
-    ref_f = torch.where(ref_finite, ref, torch.zeros_like(ref))
-    diff = (got_f - ref_f).abs()
-    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
-    rms = ref_f.pow(2).mean().sqrt().item() if ref_f.numel() else 0.0
-    allowed = tol.rtol * ref_f.abs() + tol.atol * rms
-    elem_bad = (diff > allowed) | bad_nonfinite | nonfinite_mismatch
     rel_l2 = _rel_l2(diff, ref_f)
     max_abs = diff.max().item() if diff.numel() else 0.0
     worst = (
@@ -95,7 +118,8 @@ def compare_output(
     if ref_native is not None and ref_native.dtype.is_floating_point:
         native = ref_native.detach().to(ref.device, torch.float64)
         native_err = _rel_l2(torch.where(ref_finite, native, torch.zeros_like(native)) - ref_f, ref_f)
-    mismatched = elem_bad.sum().item() / max(elem_bad.numel(), 1)
+    mismatched_count = int(elem_bad.sum().item())
+    mismatched = mismatched_count / max(elem_bad.numel(), 1)
     return OutputComparison(
         index=index,
         shape=list(out.shape),
@@ -104,6 +128,7 @@ def compare_output(
         max_abs_error=max_abs,
         worst_index=worst,
         mismatched_fraction=mismatched,
+        mismatched_count=mismatched_count,
         nonfinite_count=int(bad_nonfinite.sum().item()),
         tolerance_rel_l2=tol.rel_l2,
         reference_dtype_rel_l2_error=native_err,
@@ -122,9 +147,36 @@ def failure_of(comparisons: Sequence[OutputComparison]) -> ComparisonFailure | N
             RejectionClass.NAN_OR_INF,
             f"output {c.index} has {c.nonfinite_count} NaN/Inf value(s) where the reference is finite",
         )
-    return ComparisonFailure(
-        RejectionClass.MISMATCH,
-        f"output {c.index} differs from the fp64 reference: rel-L2 error {c.rel_l2_error:.3g} "
-        f"(tolerance {c.tolerance_rel_l2:.3g}), {c.mismatched_fraction:.2%} of elements outside "
-        f"tolerance, worst at {tuple(c.worst_index)} (|diff| {c.max_abs_error:.3g})",
+    return ComparisonFailure(RejectionClass.MISMATCH, mismatch_text(c))
+
+
+def mismatch_text(c: OutputComparison) -> str:
+    """One comparison's failure in words whose figures agree with each other: which of the two
+    tests failed, by how much, and how many elements (a count, never a rounded-away 0.00%)."""
+    total = max(1, _numel(c.shape))
+    over = c.rel_l2_error / max(c.tolerance_rel_l2, 1e-300)
+    l2 = (
+        f"normalised (rel-L2) error {c.rel_l2_error:.3g}, {over:.3g}x the tolerance {c.tolerance_rel_l2:.3g}"
+        if c.rel_l2_error > c.tolerance_rel_l2
+        else f"normalised (rel-L2) error {c.rel_l2_error:.3g} within its tolerance {c.tolerance_rel_l2:.3g}"
     )
+    if c.mismatched_count:
+        share = f"{c.mismatched_count} of {total} elements ({_share(c.mismatched_count, total)}) outside the elementwise bound"
+    else:
+        share = f"every one of the {total} elements within the elementwise bound, but the error is systematic"
+    return (
+        f"output {c.index} ({c.dtype}, shape {tuple(c.shape)}) differs from the fp64 reference: {l2}; {share}; "
+        f"worst at {tuple(c.worst_index)} (|diff| {c.max_abs_error:.3g})"
+    )
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _share(count: int, total: int) -> str:
+    pct = 100.0 * count / total
+    return f"{pct:.2g}%" if pct < 1 else f"{pct:.1f}%"

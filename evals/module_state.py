@@ -102,9 +102,14 @@ def transfer_weights(reference: torch.nn.Module, candidate: Any) -> WeightTransf
             return WeightTransfer(how="by shape and order", tensors=len(pairs), detail=shown[:300])
     return WeightTransfer(
         how="none",
-        detail=f"state differs in names and shapes (reference: {', '.join(list(ref_state)[:6])}; "
-        f"candidate: {', '.join(list(cand_state)[:6]) or 'nothing'})",
+        detail=f"no match by name, nor by shape in registration order: reference {_shapes(ref_state)}; "
+        f"candidate {_shapes(cand_state) or 'nothing'}",
     )
+
+
+def _shapes(state: dict[str, torch.Tensor], limit: int = 6) -> str:
+    shown = ", ".join(f"{k} {tuple(v.shape)}" for k, v in list(state.items())[:limit])
+    return shown + (f" and {len(state) - limit} more" if len(state) > limit else "")
 
 
 # ----------------------------------------------------------------------------------------

@@ -122,6 +122,7 @@ class OutputComparison(ResultModel):
     max_abs_error: float
     worst_index: list[int] = Field(default_factory=list)
     mismatched_fraction: float
+    mismatched_count: int = 0
     nonfinite_count: int = 0  # NaN/Inf where the reference is finite
     tolerance_rel_l2: float
     reference_dtype_rel_l2_error: float | None = None

@@ -91,9 +91,11 @@ class SuiteRow(ResultModel):
 
     problem: str
     candidate: str | None = None
-    verdict: Literal["passed", "rejected", "missing"]
+    verdict: Literal["passed", "rejected", "inconclusive", "missing"]
     rejection: str | None = None
     reason: str = ""
+    #: the policies that judged it ("precision ieee, torch ops library"); empty when not evaluated
+    policies: str = ""
     candidate_ms: float | None = None
     eager_ms: float | None = None
     compile_ms: float | None = None
@@ -146,9 +148,10 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
     row: dict[str, Any] = {
         "problem": info.name,
         "candidate": cand if cand is not None else (result.candidate or None),
-        "verdict": "passed" if result.passed else "rejected",
-        "rejection": rejection,
+        "verdict": result.verdict.value,
+        "rejection": rejection if rejection is not None else (result.inconclusive.value if result.inconclusive else None),
         "reason": result.reason,
+        "policies": result.policies.describe(),
     }
     bench = getattr(result, "bench", None)
     if not isinstance(bench, dict):
@@ -250,7 +253,7 @@ class SuiteReport(ResultModel):
 
 
 CSV_COLUMNS = (
-    "device", "date", "problem", "candidate", "verdict", "rejection", "reason",
+    "device", "date", "problem", "candidate", "verdict", "rejection", "reason", "policies",
     "candidate_ms", "eager_ms", "compile_ms", "liger_ms",
     "speedup_vs_eager", "speedup_vs_compile", "speedup_vs_liger",
     "pct_of_sol", "achieved_tbs", "achieved_tflops", "sol_score", "flags",
@@ -283,8 +286,8 @@ def _fmt(value: float | None, digits: int = 3, suffix: str = "") -> str:
 
 
 def _verdict_text(row: SuiteRow) -> str:
-    if row.verdict == "rejected" and row.rejection:
-        return f"rejected ({row.rejection})"
+    if row.verdict in ("rejected", "inconclusive") and row.rejection:
+        return f"{row.verdict} ({row.rejection})"
     if row.verdict == "missing":
         return f"missing ({row.reason})" if row.reason else "missing"
     return row.verdict
@@ -304,12 +307,12 @@ def render_markdown(rows: Sequence[SuiteRow], summary: SuiteSummary, command: st
     lines = [
         f"`{command}`, {gpu}, {date}",
         "",
-        "| problem | verdict | time ms | TB/s | TFLOP/s | %SOL | vs eager | vs compile | vs Liger |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| problem | verdict | policies | time ms | TB/s | TFLOP/s | %SOL | vs eager | vs compile | vs Liger |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         cells = [
-            row.problem, _verdict_text(row), _fmt(row.candidate_ms, 3), _fmt(row.achieved_tbs, 3),
+            row.problem, _verdict_text(row), row.policies or "-", _fmt(row.candidate_ms, 3), _fmt(row.achieved_tbs, 3),
             _fmt(row.achieved_tflops, 3), _fmt(row.pct_of_sol, 3, "%"),
             _fmt(row.speedup_vs_eager, 3, "x"), _fmt(row.speedup_vs_compile, 3, "x"),
             _fmt(row.speedup_vs_liger, 3, "x"),
@@ -334,7 +337,7 @@ def render_markdown(rows: Sequence[SuiteRow], summary: SuiteSummary, command: st
 # --- SVG chart
 
 _COLORS = {"eager": "#3b6fb6", "compile": "#e08a1e", "sol": "#4a9a5b",
-           "passed": "#2e8b57", "rejected": "#c0392b", "missing": "#999999"}
+           "passed": "#2e8b57", "rejected": "#c0392b", "inconclusive": "#b7950b", "missing": "#999999"}
 _FONT = 'font-family="Helvetica, Arial, sans-serif"'
 _TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
@@ -450,7 +453,7 @@ def render_svg(rows: Sequence[SuiteRow], summary: SuiteSummary, command: str = "
     for i, row in enumerate(rows):
         y = top + i * row_h
         body.append(_text(label_w - 12, y + 18, _short(row.problem, 32), 12, anchor="end"))
-        marker = {"passed": "passed", "rejected": "rejected", "missing": "missing"}[row.verdict]
+        marker = row.verdict
         body.append(f'<circle cx="{label_w - 2:.1f}" cy="{y + 14:.1f}" r="4" '
                     f'fill="{_COLORS[row.verdict]}"><title>{escape(marker)}</title></circle>')
         if row.verdict != "passed" or row.candidate_ms is None:

@@ -219,6 +219,8 @@ def bench_command(
     ] = False,
     small: Annotated[bool, typer.Option("--small", help="Verify at the small size sets (timing stays at the default sizes).")] = False,
     timeout: Annotated[float, typer.Option(help="Time limit per candidate, seconds.", min=1)] = 600.0,
+    precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
+    torch_ops: Annotated[str | None, typer.Option("--torch-ops", help=TORCH_OPS_HELP)] = None,
 ) -> None:
     """Verify and time a suite of problems; report fast_p, geomean speedups and %SOL.
 
@@ -229,6 +231,7 @@ def bench_command(
     import shlex
 
     from kgen.evals.harness import EvalOptions, UsageError, evaluate, resolve_device
+    from kgen.evals.policies import PolicyError, parse_precision, parse_torch_ops
     from kgen.evals.problem import ProblemError
     from kgen.evals.suites import (
         discover_suite,
@@ -253,13 +256,19 @@ def bench_command(
         fail_usage(str(exc.args[0] if exc.args else exc))
     if not infos:
         fail_usage(f"no problem files in {suite}")
+    try:
+        for value, parse in ((precision, parse_precision), (torch_ops, parse_torch_ops)):
+            if value is not None:
+                parse(value)
+    except PolicyError as exc:
+        fail_usage(str(exc))
     if resolved != "cuda":
         err_console.print("timings need a GPU: running verification only (Triton interpreter)", highlight=False)
         if no_verify:
             fail_usage("--no-verify on a machine without a GPU leaves nothing to run")
     options = EvalOptions(
         device=resolved, bench=resolved == "cuda", small_sizes=small or resolved == "cpu", timeout_s=timeout,
-        n_seeds=1 if no_verify else 3, distributions=not no_verify,
+        n_seeds=1 if no_verify else 3, distributions=not no_verify, precision=precision, torch_ops=torch_ops,
     )
     rows = []
     for number, info in enumerate(infos, 1):
