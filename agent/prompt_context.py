@@ -321,7 +321,7 @@ def rejection_from_result(result: EvalResult) -> Rejection:
         raise ValueError(f"candidate {result.candidate} passed verification: there is no rejection to fix")
     failed = next((s for s in reversed(result.stages) if s.status is StageStatus.FAILED), None)
     reason = result.reason or (failed.message if failed else "") or "rejected without a stated reason"
-    evidence: list[str] = []
+    evidence: list[str] = [f"judged under {result.policies.describe()}"]
     if failed is not None:
         evidence.append(f"failed at stage {failed.name}")
         evidence.extend(_stage_evidence(failed.evidence))
@@ -333,7 +333,7 @@ def rejection_from_result(result: EvalResult) -> Rejection:
     check = result.train_check or {}
     if check.get("applicable") and check.get("passed") is False and check.get("message"):
         evidence.append(f"training check: {check['message']}")
-    rejection_class = result.rejection.value if result.rejection is not None else "rejected"
+    rejection_class = result.outcome
     return Rejection(
         rejection_class=rejection_class,
         reason=_clip(reason, MAX_REASON_CHARS, one_line=True),
@@ -383,7 +383,7 @@ def _trial_evidence(trials: list[Trial]) -> list[str]:
         if wrong:
             what += ": " + "; ".join(
                 f"output {o.index} ({o.dtype} {o.shape}) rel-L2 {o.rel_l2_error:.3g} vs tolerance "
-                f"{o.tolerance_rel_l2:.3g}, {o.mismatched_fraction:.1%} of elements off"
+                f"{o.tolerance_rel_l2:.3g}, {o.mismatched_count} element(s) outside the elementwise bound"
                 + (f", {o.nonfinite_count} NaN/Inf" if o.nonfinite_count else "")
                 + (f", worst at {tuple(o.worst_index)}" if o.worst_index else "")
                 for o in wrong

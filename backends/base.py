@@ -76,3 +76,7 @@ class Backend(Protocol):
         self, module: types.ModuleType, launches: list[KernelLaunch], target: HardwareTarget
     ) -> list[KernelReport]:
         """Compile each launched kernel for a target that need not be present."""
+
+    def interpreter_limit(self, exc: BaseException) -> str | None:
+        """Why ``exc``, raised while a candidate ran on the CPU, is the CPU emulation's limit and
+        not the kernel's fault (a short reason), or None when the candidate itself failed."""

@@ -28,6 +28,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.evals.failure_diagnosis import (
+    diagnose,
+    explain,
+    ill_conditioned,
+    name_failure,
+    probe_precision,
+)
 from kgen.evals.policies import Policies
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.result import (
@@ -42,8 +49,6 @@ from kgen.evals.result import (
     Trial,
 )
 
-#: Input sets rotated through timed calls, so no trial reuses the previous trial's buffers.
-TIMING_INPUT_SETS = 3
 #: Scalars a forward may read to the host per call (sizes, a flag); more is host computation.
 MAX_HOST_READS = 16
 
@@ -136,6 +141,7 @@ class _Evaluation:
         self.previous_outputs: list[Any] = []
         self.reference_aliases: set[int] = set()
         self.transfer = None
+        self.precision = request.policies.precision
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -286,7 +292,14 @@ class _Evaluation:
             return True
         except Rejected as exc:
             if exc.rejection is RejectionClass.MISMATCH and distribution not in PROBE_DISTRIBUTIONS:
-                self._probe_precision(self._problem(sizes), seed, exc)
+                probe_precision(self, self._problem(sizes), seed, exc)
+            first = self.request.size_sets[0]
+            if (exc.rejection in (RejectionClass.RUNTIME_ERROR, RejectionClass.CONSTRUCTION_ERROR)
+                    and sizes != first and "normal" in self.passed_distributions):
+                raise Rejected(
+                    RejectionClass.SHAPE_SPECIALISATION,
+                    f"right at sizes {_sizes_text(first)}, but at sizes {_sizes_text(sizes)} {exc}",
+                ) from exc
             raise
         self.worst = max([self.worst, *(o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300) for o in trial.outputs)])
         return False
@@ -324,13 +337,16 @@ class _Evaluation:
                 candidate = self.module.ModelNew(*init)
         except Exception as exc:  # noqa: BLE001 - untrusted code
             self._raise_guard_violation()
+            self._raise_if_interpreter_limit(exc, "ModelNew(*init_inputs)")
             raise Rejected(
                 RejectionClass.CONSTRUCTION_ERROR,
                 f"ModelNew(*init_inputs) raised {_exception_line(exc, self.request.candidate_path)}",
             ) from exc
         self.transfer = WeightTransfer(how="none")
         if isinstance(candidate, torch.nn.Module):
-            candidate = candidate.to(self.device)
+            # KernelBench semantics: both judged in the mode the reference is constructed in
+            # (training: BatchNorm normalises with the batch's statistics).
+            candidate = candidate.to(self.device).train(reference.training)
             original = copy.deepcopy(reference.state_dict())
             if fresh_weights:
                 rerandomise(reference, torch.Generator().manual_seed(seed + 104729))
@@ -357,10 +373,21 @@ class _Evaluation:
         return native, ref64
 
     def _runtime_error(self, exc: BaseException, what: str) -> Rejected:
+        """The rejection for an exception the candidate raised; raises ``Inconclusive`` instead
+        when it is the CPU interpreter, not the kernel, that cannot go on."""
+        self._raise_if_interpreter_limit(exc, what)
         return Rejected(
             RejectionClass.RUNTIME_ERROR,
             f"forward raised {_exception_line(exc, self.request.candidate_path)} ({what})",
         )
+
+    def _raise_if_interpreter_limit(self, exc: BaseException, what: str) -> None:
+        limit = self.backend.interpreter_limit(exc) if self.device.type == "cpu" else None
+        if limit is not None:
+            raise Inconclusive(
+                InconclusiveCause.NEEDS_GPU,
+                f"needs a GPU: {limit} ({_exception_line(exc, self.request.candidate_path)}; {what})",
+            ) from exc
 
     def _call(self, candidate, inputs, poison_like, what: str, execute: bool = True, aliases: bool = True):
         from kgen.evals.candidate_call import call_candidate
@@ -442,9 +469,9 @@ class _Evaluation:
             # over one element, a mean shifted by hundreds of sigmas) is fair only where the
             # problem's own reference, in its own dtypes, still meets the tolerance, and where
             # one fp32 rounding of every input moves the answer by less than half of it.
-            own = [compare_output(i, rn, r64) for i, (rn, r64) in enumerate(zip(native, ref64, strict=True))
+            own = [compare_output(i, rn, r64, precision=self.precision) for i, (rn, r64) in enumerate(zip(native, ref64, strict=True))
                    if isinstance(rn, self.torch.Tensor) and rn.is_floating_point()]
-            unrepresentable = [c.index for c in own if not c.passed] or self._ill_conditioned(reference, inputs, native, ref64)
+            unrepresentable = [c.index for c in own if not c.passed] or ill_conditioned(self, reference, inputs, native, ref64)
         if unrepresentable:
             self.report.trials.remove(trial)
             raise SkipTrial(
@@ -475,109 +502,22 @@ class _Evaluation:
                 raise Rejected(exc.rejection, f"{exc} ({what})") from exc
             self._check_unwritten(outputs, trial, what)
             trial.outputs = [
-                compare_output(i, out, r64, rn)
+                compare_output(i, out, r64, rn, precision=self.precision)
                 for i, (out, r64, rn) in enumerate(zip(outputs, ref64, native, strict=True))
             ]
             failure = failure_of(trial.outputs)
             if failure is not None:
                 trial.seconds = time.monotonic() - started
                 self.save()
-                diagnosis = self._diagnose(problem, seed, inputs, ref64, what, failure)
-                raise Rejected(*(diagnosis or self._name_failure(failure, trial, outputs, what)))
+                failure = explain(self, failure, trial, outputs, ref64, reference, inputs)
+                diagnosis = diagnose(self, problem, seed, inputs, ref64, what, failure)
+                raise Rejected(*(diagnosis or name_failure(self, failure, trial, outputs, what)))
         trial.passed = True
         trial.seconds = time.monotonic() - started
         self.passed_distributions.add(distribution)
         self.previous_outputs = list(after.outputs)
         self.save()
         return trial
-
-    def _ill_conditioned(self, reference, inputs, native, ref64) -> list[int]:
-        """Outputs that move by more than half their tolerance when every floating input is
-        nudged by one fp32 rounding (2^-24 relative): no kernel computing in fp32 can be
-        judged there (rmsnorm backward over one element is rounding noise)."""
-        from kgen.evals.compare import compare_output, flatten_outputs
-
-        torch = self.torch
-        generator = torch.Generator().manual_seed(12345)
-        nudged = []
-        for x in inputs:
-            if isinstance(x, torch.Tensor) and x.is_floating_point():
-                noise = (torch.rand(x.shape, generator=generator, dtype=torch.float64) * 2 - 1).to(x.device)
-                x = x.detach().to(torch.float64) * (1 + noise * 2.0**-24)
-            nudged.append(self._to_device(x, upcast=True))
-        with torch.no_grad():
-            moved = flatten_outputs(copy.deepcopy(reference).double()(*nudged))
-        return [
-            i for i, (m, r, rn) in enumerate(zip(moved, ref64, native, strict=True))
-            if isinstance(rn, torch.Tensor) and rn.is_floating_point()
-            and not compare_output(i, m, r, scale=0.5, dtype=rn.dtype).passed
-        ]
-
-    def _diagnose(self, problem, seed: int, inputs, ref64, what: str, failure) -> tuple[RejectionClass, str] | None:
-        """Name a numerical failure by the one thing that fixes it, when one does: the inputs
-        laid out contiguously (the kernel ignores strides), or the weights the candidate was
-        built with left in place (it copied them at construction)."""
-        from kgen.evals.layout import compact_copies, describe_layout, is_plain_layout
-
-        views = [i for i, x in enumerate(inputs) if not is_plain_layout(x)]
-        if views and self._plain_call_matches(problem, seed, compact_copies(inputs), ref64):
-            layouts = "; ".join(f"input {i}: {describe_layout(inputs[i])}" for i in views)
-            return (
-                RejectionClass.LAYOUT_BLINDNESS,
-                f"wrong on the problem's own strided inputs ({layouts}), right on contiguous copies of them: "
-                f"the kernel ignores strides: {failure} ({what})",
-            )
-        if self.transfer is not None and self.transfer.transferred and self._plain_call_matches(
-            problem, seed, inputs, ref64, fresh_weights=False
-        ):
-            return (
-                RejectionClass.STALE_WEIGHTS,
-                "right with the weights it was built with, wrong once other weights were loaded into it "
-                f"({self.transfer.how}): it computes from a copy taken at construction: {failure} ({what})",
-            )
-        return None
-
-    def _plain_call_matches(self, problem, seed: int, inputs, ref64, fresh_weights: bool = True) -> bool:
-        """One unwatched call on a new pair of modules: does it match ``ref64`` (recomputed when
-        the weights differ)?"""
-        from kgen.evals.compare import compare_output, failure_of, flatten_outputs
-        from kgen.evals.layout import copy_inputs
-
-        reference, candidate = self._models(problem, seed, fresh_weights=fresh_weights)
-        if not fresh_weights:
-            _, ref64 = self._references(reference, inputs)
-        try:
-            with self.guard, self.torch.no_grad():
-                outputs = flatten_outputs(candidate(*copy_inputs(inputs)))
-        except Exception:  # noqa: BLE001 - a diagnosis only; the failure stands as found
-            return False
-        if len(outputs) != len(ref64) or not all(isinstance(o, self.torch.Tensor) for o in outputs):
-            return False
-        return failure_of([compare_output(i, o, r) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))]) is None
-
-    def _probe_precision(self, problem, seed: int, failure: Rejected) -> None:
-        """A mismatch on ordinary inputs: if the probe inputs make it much worse, it is an
-        accumulator too narrow for its sums (a bf16 running sum feeding an fp32 output
-        fails even on normal inputs), and the verdict should say so."""
-        from kgen.evals.input_distributions import distributions_for
-        from kgen.evals.precision_probe import fits_low_precision_accumulation
-        from kgen.evals.problem import load_problem
-
-        if self.request.probe_sizes and self.request.probe_sizes != problem.sizes:
-            problem = load_problem(self.request.problem_path, self.request.probe_sizes)
-        probes = [d for d in distributions_for(problem.info, problem.get_inputs()) if d in PROBE_DISTRIBUTIONS]
-        for probe in probes:
-            try:
-                self._trial(problem, seed, probe)  # a failure records its error ratio
-            except (Rejected, SkipTrial):
-                continue
-        if fits_low_precision_accumulation(dict(self.failed_distributions), set(self.passed_distributions)):
-            worst = max(self.failed_distributions, key=self.failed_distributions.get)
-            raise Rejected(
-                RejectionClass.LOW_PRECISION_ACCUMULATION,
-                f"{failure}; on {worst} inputs, built to expose narrow accumulators, the error grows to "
-                f"{self.failed_distributions[worst]:.0f}x the tolerance: the pattern of low-precision accumulation",
-            ) from failure
 
     def _check_unwritten(self, outputs: list[Any], trial: Trial, what: str) -> None:
         from kgen.evals.poison import poisoned_count
@@ -602,41 +542,6 @@ class _Evaluation:
                     f"output {i}: {left} of {out.numel()} elements ({left / out.numel():.1%}) were never written "
                     f"(still poison): the launch grid misses part of the output ({what})",
                 )
-
-    def _name_failure(self, failure, trial: Trial, outputs: list[Any], what: str) -> tuple[RejectionClass, str]:
-        """Which class of the verification table a numerical failure belongs to."""
-        from kgen.evals.candidate_call import same_values
-        from kgen.evals.precision_probe import fits_low_precision_accumulation
-
-        detail = f"{failure} ({what})"
-        if self.previous_outputs and any(
-            isinstance(o, type(p)) and same_values(o, p) for o, p in zip(outputs, self.previous_outputs, strict=False)
-        ):
-            return RejectionClass.STALE_OUTPUT, f"returned the previous call's output for new inputs: {detail}"
-        worst = max(o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300) for o in trial.outputs)
-        self.failed_distributions[trial.distribution] = worst
-        normal_passed = "normal" in self.passed_distributions
-        if trial.distribution in PROBE_DISTRIBUTIONS and fits_low_precision_accumulation(
-            dict(self.failed_distributions), set(self.passed_distributions)
-        ):
-            return (
-                RejectionClass.LOW_PRECISION_ACCUMULATION,
-                f"right on normal inputs, wrong on {trial.distribution} inputs built to expose low-precision "
-                f"accumulation: {detail}",
-            )
-        if trial.distribution != "normal" and normal_passed:
-            return (
-                RejectionClass.INPUT_DISTRIBUTION,
-                f"right on normal inputs, wrong on {trial.distribution} inputs: {detail}",
-            )
-        if trial.sizes != self.request.size_sets[0] and normal_passed:
-            return (
-                RejectionClass.SHAPE_SPECIALISATION,
-                f"right at sizes {_sizes_text(self.request.size_sets[0])}, wrong at other sizes: {detail}",
-            )
-        if trial.seed != self.request.seeds[0] and normal_passed:
-            return RejectionClass.SHAPE_SPECIALISATION, f"right for seed {self.request.seeds[0]}, wrong for another: {detail}"
-        return failure.rejection, detail
 
     def _ghost_check(self, problem, seed: int) -> None:
         """With its kernel launches switched off, a real candidate's output must change, and
@@ -771,6 +676,11 @@ class _Evaluation:
             return self.first_launches
         return list(log.launches) or self.first_launches
 
+    def timing(self) -> None:
+        from kgen.evals.timing_stage import run_timing
+
+        run_timing(self)
+
     def train(self) -> None:
         from kgen.evals.problem import read_problem
         from kgen.evals.train_check import run_train_check
@@ -789,97 +699,6 @@ class _Evaluation:
         if not result.passed:
             raise Rejected(RejectionClass.TRAINING_DIVERGENCE, result.message)
         self.stage("train_check", StageStatus.PASSED, result.message, started)
-
-    def timing(self) -> None:
-        """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
-        problem's default sizes; judge the figures before reporting them."""
-        from kgen.backends.targets import UnknownTargetError, resolve_target
-        from kgen.evals.baselines import BaselineUnavailable, liger_baseline
-        from kgen.evals.compare import compare_output, failure_of, flatten_outputs
-        from kgen.evals.problem import load_problem
-        from kgen.evals.sol import faster_than_light, speed_of_light, with_measurement
-        from kgen.evals.timing import measure_copy_bandwidth, measure_matmul_tflops, time_on_gpu
-
-        if not self.request.bench:
-            return
-        started = time.monotonic()
-        torch = self.torch
-        if self.device.type != "cuda":
-            self.stage("timing", StageStatus.SKIPPED, "timings need a GPU: not measured", started)
-            return
-        sizes = self.request.bench_sizes or self.request.size_sets[0]
-        problem = load_problem(self.request.problem_path, sizes)
-        seed = self.request.seeds[0]
-        input_sets = [self._inputs(problem, seed + 1000 + i, "normal") for i in range(TIMING_INPUT_SETS)]
-        reference, candidate = self._models(problem, seed)
-        last: dict[str, Any] = {}
-
-        def timed_candidate(*args: Any) -> Any:
-            last["args"], last["out"] = args, candidate(*args)
-            return last["out"]
-
-        measurements: dict[str, Any] = {}
-        errors: dict[str, str] = {}
-        with torch.no_grad():
-            with self.guard:
-                result = time_on_gpu(timed_candidate, input_sets, budget_s=2.0)
-            self._raise_guard_violation()
-            measurements["candidate"] = result.model_dump()
-            # The outputs of a timed call are checked again: no switching behaviour once timing starts.
-            index = next(i for i, s in enumerate(input_sets) if s[0] is last["args"][0])
-            _, ref64 = self._references(reference, input_sets[index])
-            outputs = [o.clone() for o in flatten_outputs(last["out"])]
-            comparisons = [compare_output(i, o, r) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))]
-            failure = failure_of(comparisons)
-            if failure is not None:
-                raise Rejected(RejectionClass.STALE_OUTPUT, f"the output of a timed call is wrong: {failure}")
-            baselines: list[tuple[str, Any]] = [("eager", reference), ("torch.compile", torch.compile(reference))]
-            try:
-                baselines.append(("liger", liger_baseline(problem)))
-            except BaselineUnavailable as exc:
-                errors["liger"] = f"not measured: {exc}"
-            for name, fn in baselines:
-                try:
-                    measurements[name] = time_on_gpu(fn, input_sets, budget_s=2.0).model_dump()
-                except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
-                    errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        if any(flag.startswith("timer_patched") for flag in result.flags):
-            raise Rejected(RejectionClass.TIMING_ATTACK, f"the timers were tampered with: {'; '.join(result.flags)}")
-        if any(flag.startswith("deferred_work") for flag in result.flags):
-            raise Rejected(RejectionClass.DEFERRED_WORK, f"timing the candidate: {'; '.join(result.flags)}")
-        dtype = next((x.dtype for x in input_sets[0] if isinstance(x, torch.Tensor) and x.is_floating_point()), torch.float32)
-        sol = None
-        try:
-            target = resolve_target(torch.cuda.get_device_name(self.device))
-            sol = speed_of_light(
-                problem.bytes_moved(), problem.flops(), target, dtype,
-                measured_bandwidth_tbs=measure_copy_bandwidth(self.device),
-                measured_matrix_tflops=measure_matmul_tflops(self.device),
-            )
-        except UnknownTargetError as exc:
-            errors["sol"] = f"no speed-of-light: {exc}"
-        eager_ms = measurements.get("eager", {}).get("median_ms")
-        if sol is not None:
-            if faster_than_light(sol, result.median_ms):
-                raise Rejected(
-                    RejectionClass.TIMING_ATTACK,
-                    f"measured {result.median_ms:.4f} ms, under the speed-of-light floor of {sol.floor_ms:.4f} ms: "
-                    "a time the hardware cannot reach is a measurement being fooled, not a record",
-                )
-            sol = with_measurement(sol, result.median_ms, baseline_ms=eager_ms)
-        self.report.bench = {
-            "device_name": torch.cuda.get_device_name(self.device),
-            "sizes": problem.sizes,
-            "measurements": measurements,
-            "errors": errors,
-            "sol": sol.model_dump() if sol is not None else None,
-        }
-        speedups = ", ".join(
-            f"{measurements[name]['median_ms'] / result.median_ms:.2f}x vs {name}" for name in ("eager", "torch.compile")
-            if name in measurements
-        )
-        pct = f", {sol.pct_of_sol:.0f}% of speed-of-light" if sol is not None and sol.pct_of_sol is not None else ""
-        self.stage("timing", StageStatus.PASSED, f"median {result.median_ms:.4f} ms ({speedups}{pct})", started)
 
 
 STAGES = ("static", "load", "correctness", "compile", "train_check", "timing")

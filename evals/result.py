@@ -174,6 +174,15 @@ class EvalResult(ResultModel):
         return self.verdict is Verdict.PASSED
 
     @property
+    def outcome(self) -> str:
+        """The verdict in one word: "passed", the rejection class, or "inconclusive (cause)"."""
+        if self.verdict is Verdict.REJECTED:
+            return self.rejection.value if self.rejection is not None else "rejected"
+        if self.verdict is Verdict.INCONCLUSIVE:
+            return f"inconclusive ({self.inconclusive.value if self.inconclusive else 'unknown'})"
+        return "passed"
+
+    @property
     def exit_code(self) -> int:
         """What `kgen eval` exits with: 0 passed, 1 rejected, 3 inconclusive (2 is bad usage)."""
         return {Verdict.PASSED: 0, Verdict.REJECTED: 1, Verdict.INCONCLUSIVE: 3}[self.verdict]

@@ -19,6 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evals"))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from doc_sections import sections  # noqa: E402
 from redteam_cases import bad_cases, control_cases  # noqa: E402
 
 from kgen.evals.harness import EvalOptions, evaluate  # noqa: E402
@@ -36,14 +39,14 @@ def main() -> int:
     def judge(case):
         started = time.monotonic()
         result = evaluate(case.problem, case.candidate, options)
-        said = "passed" if result.passed else result.rejection.value
+        said = result.outcome
         seconds = time.monotonic() - started
         print(f"{case.id:45s} expected {case.expect:28s} got {said:28s} {seconds:5.1f}s", flush=True)
         return case, said, result.reason, seconds
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         rows = list(pool.map(judge, bad_cases() + control_cases()))
-    args.out.write_text(render(rows, args.device))
+    args.out.write_text(render(rows, args.device) + ("\n" + kept if (kept := sections(args.out)) else ""))
     wrong = [r for r in rows if r[0].expect != r[1]]
     print(f"{len(rows) - len(wrong)} passed, {len(wrong)} failed")
     return 1 if wrong else 0

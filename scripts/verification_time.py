@@ -28,7 +28,7 @@ def main() -> None:
         result = evaluate(path.stem, path, EvalOptions(device=args.device))
         elapsed = time.monotonic() - started
         seconds.append(elapsed)
-        why = "" if result.passed else f" {result.rejection.value}: {result.reason[:200]} (seeds {sorted({t.seed for t in result.trials})})"
+        why = "" if result.passed else f" {result.outcome}: {result.reason[:200]} (seeds {sorted({t.seed for t in result.trials})})"
         rows.append(f"| {path.stem} | {result.verdict.value}{why} | {len(result.trials)} | {elapsed:.1f} |")
         print(rows[-1], flush=True)
     print()

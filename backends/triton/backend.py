@@ -56,6 +56,12 @@ class TritonBackend:
 
         return record_launches(execute, on_skip)
 
+    def interpreter_limit(self, exc: BaseException) -> str | None:
+        """What Triton's CPU interpreter cannot run (``interpreter_compat.needs_gpu_reason``)."""
+        from kgen.backends.triton.interpreter_compat import needs_gpu_reason
+
+        return needs_gpu_reason(exc)
+
     def cross_compile(
         self, module: types.ModuleType, launches: list[KernelLaunch], target: HardwareTarget
     ) -> list[KernelReport]:

@@ -1,0 +1,110 @@
+"""The timing stage of the verifier's child: the verified candidate against eager and torch.compile.
+
+Run on the GPU only, after correctness, at the problem's default sizes; every figure is
+judged before it is reported (timers tampered with, work deferred past the timer, a time
+under the speed-of-light floor).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kgen.evals.result import Rejected, RejectionClass, StageStatus
+
+#: Input sets rotated through timed calls, so no trial reuses the previous trial's buffers.
+TIMING_INPUT_SETS = 3
+
+
+def run_timing(ev) -> None:
+    """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
+    problem's default sizes; judge the figures before reporting them."""
+    from kgen.backends.targets import UnknownTargetError, resolve_target
+    from kgen.evals.baselines import BaselineUnavailable, liger_baseline
+    from kgen.evals.compare import compare_output, failure_of, flatten_outputs
+    from kgen.evals.problem import load_problem
+    from kgen.evals.sol import faster_than_light, speed_of_light, with_measurement
+    from kgen.evals.timing import measure_copy_bandwidth, measure_matmul_tflops, time_on_gpu
+
+    if not ev.request.bench:
+        return
+    started = time.monotonic()
+    torch = ev.torch
+    if ev.device.type != "cuda":
+        ev.stage("timing", StageStatus.SKIPPED, "timings need a GPU: not measured", started)
+        return
+    sizes = ev.request.bench_sizes or ev.request.size_sets[0]
+    problem = load_problem(ev.request.problem_path, sizes)
+    seed = ev.request.seeds[0]
+    input_sets = [ev._inputs(problem, seed + 1000 + i, "normal") for i in range(TIMING_INPUT_SETS)]
+    reference, candidate = ev._models(problem, seed)
+    last: dict[str, Any] = {}
+
+    def timed_candidate(*args: Any) -> Any:
+        last["args"], last["out"] = args, candidate(*args)
+        return last["out"]
+
+    measurements: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    with torch.no_grad():
+        with ev.guard:
+            result = time_on_gpu(timed_candidate, input_sets, budget_s=2.0)
+        ev._raise_guard_violation()
+        measurements["candidate"] = result.model_dump()
+        # The outputs of a timed call are checked again: no switching behaviour once timing starts.
+        index = next(i for i, s in enumerate(input_sets) if s[0] is last["args"][0])
+        _, ref64 = ev._references(reference, input_sets[index])
+        outputs = [o.clone() for o in flatten_outputs(last["out"])]
+        comparisons = [
+            compare_output(i, o, r, precision=ev.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
+        ]
+        failure = failure_of(comparisons)
+        if failure is not None:
+            raise Rejected(RejectionClass.STALE_OUTPUT, f"the output of a timed call is wrong: {failure}")
+        baselines: list[tuple[str, Any]] = [("eager", reference), ("torch.compile", torch.compile(reference))]
+        try:
+            baselines.append(("liger", liger_baseline(problem)))
+        except BaselineUnavailable as exc:
+            errors["liger"] = f"not measured: {exc}"
+        for name, fn in baselines:
+            try:
+                measurements[name] = time_on_gpu(fn, input_sets, budget_s=2.0).model_dump()
+            except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
+                errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if any(flag.startswith("timer_patched") for flag in result.flags):
+        raise Rejected(RejectionClass.TIMING_ATTACK, f"the timers were tampered with: {'; '.join(result.flags)}")
+    if any(flag.startswith("deferred_work") for flag in result.flags):
+        raise Rejected(RejectionClass.DEFERRED_WORK, f"timing the candidate: {'; '.join(result.flags)}")
+    dtype = next((x.dtype for x in input_sets[0] if isinstance(x, torch.Tensor) and x.is_floating_point()), torch.float32)
+    sol = None
+    try:
+        target = resolve_target(torch.cuda.get_device_name(ev.device))
+        sol = speed_of_light(
+            problem.bytes_moved(), problem.flops(), target, dtype,
+            measured_bandwidth_tbs=measure_copy_bandwidth(ev.device),
+            measured_matrix_tflops=measure_matmul_tflops(ev.device),
+        )
+    except UnknownTargetError as exc:
+        errors["sol"] = f"no speed-of-light: {exc}"
+    eager_ms = measurements.get("eager", {}).get("median_ms")
+    if sol is not None:
+        if faster_than_light(sol, result.median_ms):
+            raise Rejected(
+                RejectionClass.TIMING_ATTACK,
+                f"measured {result.median_ms:.4f} ms, under the speed-of-light floor of {sol.floor_ms:.4f} ms: "
+                "a time the hardware cannot reach is a measurement being fooled, not a record",
+            )
+        sol = with_measurement(sol, result.median_ms, baseline_ms=eager_ms)
+    ev.report.bench = {
+        "device_name": torch.cuda.get_device_name(ev.device),
+        "sizes": problem.sizes,
+        "measurements": measurements,
+        "errors": errors,
+        "sol": sol.model_dump() if sol is not None else None,
+    }
+    speedups = ", ".join(
+        f"{measurements[name]['median_ms'] / result.median_ms:.2f}x vs {name}" for name in ("eager", "torch.compile")
+        if name in measurements
+    )
+    pct = f", {sol.pct_of_sol:.0f}% of speed-of-light" if sol is not None and sol.pct_of_sol is not None else ""
+    ev.stage("timing", StageStatus.PASSED, f"median {result.median_ms:.4f} ms ({speedups}{pct})", started)
