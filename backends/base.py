@@ -80,3 +80,7 @@ class Backend(Protocol):
     def interpreter_limit(self, exc: BaseException) -> str | None:
         """Why ``exc``, raised while a candidate ran on the CPU, is the CPU emulation's limit and
         not the kernel's fault (a short reason), or None when the candidate itself failed."""
+
+    def device_emulation(self, device: str, target: HardwareTarget | None) -> AbstractContextManager | None:
+        """What the candidate's code sees of the GPU on a run without one (``torch.cuda`` queries
+        answered as ``target`` would), entered only while candidate code runs; None: nothing."""

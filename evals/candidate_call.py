@@ -29,14 +29,19 @@ from kgen.evals.candidate_guard import CandidateGuard
 from kgen.evals.compare import flatten_outputs
 from kgen.evals.layout import copy_inputs
 from kgen.evals.poison import poison_allocator, poison_span, poisoned_allocations
-from kgen.evals.torch_usage import record_torch_ops
+from kgen.evals.policies import Policies
+from kgen.evals.torch_usage import TorchOpsVerdict, judge_torch_ops, record_torch_ops
 
 
 @dataclass
 class CallEvidence:
     outputs: list[Any]
     launches: list[KernelLaunch]
+    #: torch compute ops the torch-ops policy does not allow (``torch_ops`` says why)
     compute_ops: dict[str, int]
+    #: the forward's torch ops judged under the policy: library calls and glue it allowed, and
+    #: the glue measure
+    torch_ops: TorchOpsVerdict = field(default_factory=TorchOpsVerdict)
     mutated_inputs: list[int] = field(default_factory=list)
     #: outputs whose fingerprint changed between return and a device-wide sync
     deferred_outputs: list[int] = field(default_factory=list)
@@ -151,8 +156,11 @@ def call_candidate(
     device: torch.device,
     poison_like: Sequence[torch.Tensor] = (),
     execute_kernels: bool = True,
+    policies: Policies | None = None,
 ) -> CallEvidence:
-    """Run ``candidate(*copies of inputs)`` under every watch; never raises for the candidate."""
+    """Run ``candidate(*copies of inputs)`` under every watch; never raises for the candidate.
+
+    ``compute_ops`` are the torch ops ``policies`` (default: strict) does not allow."""
     saved = copy_inputs(inputs)
     args = copy_inputs(inputs)
     poison_allocator(poison_like, device)
@@ -173,7 +181,9 @@ def call_candidate(
         except Exception as exc:  # noqa: BLE001 - untrusted code may raise anything
             error = exc
     evidence = CallEvidence(outputs=outputs, launches=list(launches.launches), compute_ops={}, error=error)
-    evidence.compute_ops = dict(usage.compute_ops)
+    produced = sum(out.numel() for out in outputs if isinstance(out, torch.Tensor))
+    evidence.torch_ops = judge_torch_ops(usage, policies or Policies(), produced)
+    evidence.compute_ops = evidence.torch_ops.compute_ops
     evidence.host_reads = usage.host_reads
     evidence.handed_to_kernels = handed
     if error is not None:

@@ -24,6 +24,7 @@ import os
 import sys
 import sysconfig
 import threading
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -52,7 +53,11 @@ def _thread_count() -> int:
 class CandidateGuard:
     """Install once per child process; switch on around the candidate's code with ``watching()``."""
 
-    def __init__(self, candidate_path: Path, writable_dirs: list[Path]):
+    def __init__(
+        self, candidate_path: Path, writable_dirs: list[Path], emulation: AbstractContextManager | None = None
+    ):
+        """``emulation``: entered while the guard is on, so only the candidate's code sees it
+        (the backend's GPU idioms on a CPU run: ``Backend.device_emulation``)."""
         self.candidate_file = str(Path(candidate_path).resolve())
         self.writable = tuple(str(Path(d).resolve()) for d in writable_dirs)
         self.violations: list[GuardViolation] = []
@@ -60,6 +65,7 @@ class CandidateGuard:
         self._inside = threading.local()
         self._threads_before = 0
         self._python_threads_before: set[int] = set()
+        self._emulation = emulation
 
     def install(self) -> None:
         sys.addaudithook(self._hook)
@@ -68,9 +74,13 @@ class CandidateGuard:
         self._threads_before = _thread_count()
         self._python_threads_before = {t.ident for t in threading.enumerate() if t.ident}
         self._active = True
+        if self._emulation is not None:
+            self._emulation.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._emulation is not None:
+            self._emulation.__exit__(*exc)
         self._active = False
         new_python = [
             t for t in threading.enumerate() if t.ident and t.ident not in self._python_threads_before and t.is_alive()

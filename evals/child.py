@@ -134,7 +134,12 @@ class _Evaluation:
         self.first_launches: list[KernelLaunch] = []
         self.candidate_path = Path(request.candidate_path)
         cache = os.environ.get("TRITON_CACHE_DIR", str(Path(request.workdir) / ".triton"))
-        self.guard = CandidateGuard(self.candidate_path, [Path(request.workdir), Path(cache), Path("/dev")])
+        from kgen.backends.targets import resolve_target
+
+        emulation = self.backend.device_emulation(
+            request.device, resolve_target(request.targets[0]) if request.targets else None
+        )
+        self.guard = CandidateGuard(self.candidate_path, [Path(request.workdir), Path(cache), Path("/dev")], emulation)
         self.guard.install()
         self.passed_distributions: set[str] = set()
         self.failed_distributions: dict[str, float] = {}
@@ -177,12 +182,14 @@ class _Evaluation:
             ) from exc
         violations = check_candidate_source(source, self.candidate_path.name, self.request.policies)
         if violations:
-            first = violations[0]
-            raise Rejected(
-                first.rejection,
-                f"{first.message} (rule {first.rule}, line {first.line})"
-                + (f"; {len(violations) - 1} more rule violation(s)" if len(violations) > 1 else ""),
-            )
+            # Every violation, not the first only: a fix for one should not meet the next one later.
+            shown = [f"{v.message} (rule {v.rule}, line {v.line})" for v in violations[:STATIC_SHOWN]]
+            more = len(violations) - len(shown)
+            rejected = Rejected(violations[0].rejection, "\n".join(shown) + (f"\n... and {more} more" if more else ""))
+            rejected.evidence = {  # type: ignore[attr-defined] - recorded on the failed static stage
+                "violations": [v.model_dump(mode="json") for v in violations]
+            }
+            raise rejected
         self.stage("static", StageStatus.PASSED, "no forbidden construct found", started)
 
     def load(self) -> None:
@@ -194,6 +201,8 @@ class _Evaluation:
                 self.module = self.backend.load_candidate(self.candidate_path)
         except CandidateLoadError as exc:
             self._raise_guard_violation()
+            if exc.__cause__ is not None:
+                self._raise_if_interpreter_limit(exc.__cause__, "importing the candidate")
             raise Rejected(RejectionClass.LOAD_ERROR, str(exc)) from exc
         self._raise_guard_violation()
         model_new = getattr(self.module, "ModelNew", None)
@@ -393,7 +402,8 @@ class _Evaluation:
         from kgen.evals.candidate_call import call_candidate
 
         evidence = call_candidate(
-            candidate, inputs, self.backend, self.guard, self.device, poison_like, execute_kernels=execute
+            candidate, inputs, self.backend, self.guard, self.device, poison_like, execute_kernels=execute,
+            policies=self.request.policies,
         )
         self._raise_guard_violation()
         if evidence.error is not None:
@@ -401,7 +411,7 @@ class _Evaluation:
         if execute and not evidence.launches:
             raise Rejected(RejectionClass.NO_KERNEL_LAUNCH, f"forward launched no {self.backend.name} kernel ({what})")
         if evidence.compute_ops:
-            ops = ", ".join(f"{op} x{n}" for op, n in sorted(evidence.compute_ops.items()))
+            ops = evidence.torch_ops.describe()
             raise Rejected(RejectionClass.NOT_A_KERNEL, f"forward computed with torch instead of kernels: {ops} ({what})")
         if evidence.mutated_inputs:
             raise Rejected(
@@ -702,6 +712,8 @@ class _Evaluation:
 
 
 STAGES = ("static", "load", "correctness", "compile", "train_check", "timing")
+#: how many static rule violations a rejection reason lists (all of them are in the stage's evidence)
+STATIC_SHOWN = 20
 
 
 #: Rejections after which the training check still runs when asked for: the kernel is safe
@@ -725,7 +737,7 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
         except Rejected as exc:
             evaluation.report.rejection = exc.rejection
             evaluation.report.reason = str(exc)
-            evaluation.stage(name, StageStatus.FAILED, str(exc), started)
+            evaluation.stage(name, StageStatus.FAILED, str(exc), started, **getattr(exc, "evidence", {}))
             if name == "correctness" and exc.rejection in NUMERICAL_REJECTIONS and request.train_check:
                 started = time.monotonic()
                 try:

@@ -37,10 +37,10 @@ def round_to(x: torch.Tensor, fmt: str) -> torch.Tensor:
     if fmt == "fp16":
         return x.to(torch.float16).to(torch.float64)
     if fmt == "tf32":
-        # Round-to-nearest-even onto 10 mantissa bits: the 13 low bits of fp32 go.
+        # The 13 low mantissa bits of fp32 dropped, as an H100's tensor cores read a TF32 operand
+        # (measured; the CPU interpreter's emulation, backends/triton/interpreter_numerics.py, agrees).
         bits = x.to(torch.float32).contiguous().view(torch.int32)
-        bias = 0xFFF + ((bits >> 13) & 1)
-        rounded = ((bits + bias) & ~0x1FFF).view(torch.float32)
+        rounded = (bits & ~0x1FFF).view(torch.float32)
         keep = ~torch.isfinite(x.to(torch.float32))
         return torch.where(keep, x.to(torch.float32), rounded).to(torch.float64)
     raise ValueError(f"unknown format {fmt!r}")
@@ -154,8 +154,9 @@ def error_pattern(
 
 
 def reference_from_rounded(reference: torch.nn.Module, inputs: list, fmt: str, device: torch.device) -> list:
-    """The reference's outputs in float64 from inputs *and* weights rounded to ``fmt``: what an
-    honest kernel that reads them in that format computes, up to its own accumulation."""
+    """The reference's outputs in float64 from inputs *and* weights rounded to ``fmt`` (those a
+    matrix product reads: :func:`_operand_like`): what an honest kernel that reads its product
+    operands in that format computes, up to its own accumulation."""
     import copy
 
     from kgen.evals.compare import flatten_outputs
@@ -163,13 +164,19 @@ def reference_from_rounded(reference: torch.nn.Module, inputs: list, fmt: str, d
     model = copy.deepcopy(reference).double()
     with torch.no_grad():
         for tensor in list(model.parameters()) + list(model.buffers()):
-            if tensor.is_floating_point():
+            if _operand_like(tensor):
                 tensor.copy_(round_to(tensor, fmt))
-        args = [
-            round_to(x.detach(), fmt).to(device) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-            for x in inputs
-        ]
+        args = [round_to(x.detach(), fmt).to(device) if _operand_like(x) else x for x in inputs]
         return flatten_outputs(model(*args))
+
+
+def _operand_like(x: object) -> bool:
+    """A floating tensor with two or more real axes: what a matrix product or convolution reads.
+    Biases and per-channel scales (one real axis, ``(C, 1, 1)`` included) are added in full
+    precision by kernels that round their product operands, so they are left as they are."""
+    return (
+        isinstance(x, torch.Tensor) and x.is_floating_point() and sum(1 for d in x.shape if d > 1) >= 2
+    )
 
 
 def precision_advice(phrases: list[str], precision: str) -> str | None:

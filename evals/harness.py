@@ -23,8 +23,15 @@ from kgen.config import triton_cache_dir
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
 from kgen.evals.child import STAGES, ChildReport, ChildRequest
 from kgen.evals.policies import PolicyError
-from kgen.evals.problem import ProblemError, ProblemInfo
-from kgen.evals.result import EvalResult, RejectionClass, StageResult, StageStatus, Verdict
+from kgen.evals.problem import ProblemError, ProblemInfo, consistent_sizes
+from kgen.evals.result import (
+    EvalResult,
+    InconclusiveCause,
+    RejectionClass,
+    StageResult,
+    StageStatus,
+    Verdict,
+)
 from kgen.evals.sandbox import SandboxLimits, SandboxOutcome, run_python_module
 from kgen.evals.size_sets import verification_size_plan
 
@@ -195,7 +202,8 @@ def _probe_sizes(info: ProblemInfo, first: dict[str, int], device: str) -> dict[
     the problem's probe sizes lengthen the reduction. A GPU runs the real sizes."""
     if device != "cpu" or not info.probe_sizes:
         return None
-    return {**first, **info.probe_sizes}
+    free = {k: v for k, v in first.items() if k not in info.derived_sizes}
+    return consistent_sizes(info.path, {**free, **info.probe_sizes})
 
 
 def _read_report(path: Path) -> ChildReport:
@@ -237,7 +245,15 @@ def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutc
     done = {s.name for s in report.stages}
     # A killed child was in the first stage it had not finished.
     stage = next((name for name in STAGES if name not in done), STAGES[-1])
-    if outcome.timed_out:
+    passed = [t for t in report.trials if t.passed]
+    if outcome.timed_out and result.device == "cpu" and passed and not _looks_hung(report, timeout_s):
+        # Slow in the interpreter, not hung: it had been returning right answers.
+        result.verdict, result.inconclusive = Verdict.INCONCLUSIVE, InconclusiveCause.CPU_TIME_LIMIT
+        result.reason = (
+            f"the Triton interpreter reached the {timeout_s:g} s time limit during {stage} after {len(passed)} "
+            "trial(s) had passed: too slow to finish on the CPU, not hung; a GPU (or a longer --timeout) judges it"
+        )
+    elif outcome.timed_out:
         result.rejection = RejectionClass.TIMEOUT
         result.reason = f"killed after the {timeout_s:g} s time limit during {stage}"
     else:
@@ -260,6 +276,17 @@ def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutc
             evidence={"stderr_tail": outcome.stderr_tail[-2000:], "stdout_bytes": outcome.stdout_bytes},
         )
     )
+
+
+#: On the CPU, a timed-out call that had run this many times longer than the slowest trial
+#: before it is taken for hung (rejected), not merely slow in the interpreter (inconclusive).
+HUNG_FACTOR = 50
+
+
+def _looks_hung(report: ChildReport, timeout_s: float) -> bool:
+    finished = [t.seconds for t in report.trials if t.passed]
+    unfinished = timeout_s - sum(t.seconds for t in report.trials)
+    return unfinished > HUNG_FACTOR * max(finished, default=0.0)
 
 
 def _last_line(text: str) -> str:

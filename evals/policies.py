@@ -12,7 +12,7 @@ makes a verdict unreadable, so each is a named policy:
   convolution and attention calls (cuBLAS, cuDNN, flash attention through
   torch) are allowed and everything else must be in kernels; a little torch
   glue on small per-channel tensors is allowed up to :data:`GLUE_SHARE` of the
-  elements the forward produces. ``library`` is the default for plain
+  elements the forward returns (each op charged the largest tensor it touches). ``library`` is the default for plain
   KernelBench files, whose level 2 and 3 are usually won that way.
 
 A problem may declare either (``KGEN_PRECISION``, ``KGEN_TORCH_OPS``); a flag
@@ -28,8 +28,11 @@ from pydantic import BaseModel, ConfigDict
 #: Normalised (rel-L2) bound for fp32 outputs under ``tf32``: TF32-rounded inputs to a matrix
 #: product give ~5e-4 (2^-11 unit roundoff per input); a few times that, below bf16's 1e-2.
 TF32_REL_L2 = 2e-3
-#: Under ``library``: the share of the forward's produced elements torch glue may write.
+#: Under ``library``: torch glue (ops that are not library calls) may touch at most this share
+#: of the elements the forward returns, each op charged its largest tensor read or written...
 GLUE_SHARE = 0.02
+#: ...and never less than this many elements, so a bias on a one-feature trial stays glue.
+GLUE_MIN_BUDGET = 1024
 
 
 class Precision(str, Enum):

@@ -15,45 +15,44 @@ KernelBench ignores:
 ``KGEN_PROBE_SIZES``          sizes for the CPU precision probes: a long reduction axis and
                               little else, so a narrow accumulator shows in the interpreter
 ``KGEN_FIXED_SIZES``          size constants the verifier must not perturb (a head dim a
-                              kernel may legitimately require to be a power of two)
+                              kernel may legitimately require to be a power of two); a
+                              tuple's name fixes all its elements, ``"shape[1]"`` one
 ``KGEN_PRECISION``            "ieee" (default) or "tf32" (``evals/policies.py``)
 ``KGEN_TORCH_OPS``            "strict" or "library" (default: strict for kgen's problems,
                               library for plain KernelBench files)
 ``kgen_bytes()``, ``kgen_flops()``  the fewest bytes moved / FLOPs done at the
                               module's current sizes (used for speed-of-light)
 
-Size constants are rebound by rewriting their assignments in the source before
-executing it, so constants derived from them (``N = B * S``) follow along.
+Size constants (``batch_size = 16``, ``height = width = 256``, ``input_shape =
+(32768,)``, ...; ``evals/size_constants.py`` says which forms and how they are
+keyed) are rebound by rewriting the source before executing it, so constants
+derived from them (``N = B * S``) follow along.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import operator
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from kgen.evals.policies import Policies, policies_for
+from kgen.evals.size_constants import METADATA_PREFIX as _METADATA_PREFIX
+from kgen.evals.size_constants import (
+    derived_size_names,
+    rebind,
+    resolved_sizes,
+    size_constants,
+)
 
-_METADATA_PREFIX = "KGEN_"
 #: Largest value a size constant keeps when a KernelBench file without
 #: ``KGEN_SMALL_SIZES`` is scaled down for the CPU interpreter.
 CPU_SIZE_CAP = 128
-
-_INT_OPS: dict[type, Callable[[int, int], int]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv,
-    ast.Pow: operator.pow,
-    ast.LShift: operator.lshift,
-}
 
 
 class ProblemError(Exception):
@@ -69,6 +68,8 @@ class ProblemInfo(BaseModel):
     description: str = ""
     kind: str = "forward"
     sizes: dict[str, int] = Field(default_factory=dict)
+    #: keys computed from other constants (``K = M * 2``): they follow their bases when those move
+    derived_sizes: list[str] = Field(default_factory=list)
     small_sizes: dict[str, int] | None = None
     extra_sizes: list[dict[str, int]] = Field(default_factory=list)
     input_distributions: list[str] = Field(default_factory=list)
@@ -83,21 +84,37 @@ class ProblemInfo(BaseModel):
         return policies_for(self.precision, self.torch_ops, not self.has_kgen_metadata, precision, torch_ops)
 
     def cpu_sizes(self) -> dict[str, int]:
-        """Sizes small enough for the Triton interpreter.
+        """Sizes small enough for the Triton interpreter, consistent with the file's relations.
 
-        KernelBench files carry no small set, so each size constant above
-        ``CPU_SIZE_CAP`` is halved until it fits: halving keeps the
-        power-of-two relations such files rely on (channels divisible by
-        groups, and so on).
+        A problem's ``KGEN_SMALL_SIZES`` when it has them. KernelBench files carry no
+        small set, so each free size constant above ``CPU_SIZE_CAP`` (a name, or one
+        element of a tuple: ``input_shape[0]``) is halved until it fits: halving keeps
+        the power-of-two relations such files rely on (channels divisible by groups,
+        and so on). Derived constants (``K = M * 2``, ``groups = in_channels``) are
+        recomputed from the halved ones, never halved on their own, so ``K = 2 * M``
+        still holds; a derived one may therefore stay above the cap (``N = B * S``).
         """
         if self.small_sizes is not None:
-            return {**self.sizes, **self.small_sizes}
-        scaled = {}
-        for key, value in self.sizes.items():
-            while value > CPU_SIZE_CAP:
-                value //= 2
-            scaled[key] = value
-        return scaled
+            rebound = dict(self.small_sizes)
+        else:
+            derived = set(self.derived_sizes)
+            rebound = {k: halved_to_cap(v) for k, v in self.sizes.items() if k not in derived}
+        if not self.derived_sizes:
+            return {**self.sizes, **rebound}
+        return consistent_sizes(self.path, rebound)
+
+
+def halved_to_cap(value: int, cap: int = CPU_SIZE_CAP) -> int:
+    """``value`` halved until it is at most ``cap`` (a power-of-two factor keeps divisibility)."""
+    while value > cap:
+        value //= 2
+    return value
+
+
+def consistent_sizes(path: Path, rebound: Mapping[str, int]) -> dict[str, int]:
+    """Every size constant of the problem at ``path`` once ``rebound`` are rebound: derived
+    constants follow the free ones, except those ``rebound`` names (which override them)."""
+    return resolved_sizes(_parse(path), rebound)
 
 
 class LoadedProblem:
@@ -138,42 +155,13 @@ def _parse(path: Path) -> ast.Module:
         raise ProblemError(f"problem file {path} has a syntax error on line {exc.lineno}: {exc.msg}") from exc
 
 
-def _int_value(node: ast.expr, known: Mapping[str, int]) -> int | None:
-    """Value of an integer constant expression, or None if it is not one."""
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.Name) and node.id in known:
-        return known[node.id]
-    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
-        left, right = _int_value(node.left, known), _int_value(node.right, known)
-        if left is None or right is None:
-            return None
-        try:
-            return _INT_OPS[type(node.op)](left, right)
-        except (ZeroDivisionError, OverflowError, ValueError):
-            return None
-    return None
-
-
 def _single_target(node: ast.stmt) -> tuple[str, ast.expr] | None:
+    """``NAME = value``: the only form kgen's ``KGEN_*`` metadata takes."""
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
         return node.targets[0].id, node.value
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
         return node.target.id, node.value
     return None
-
-
-def size_constants(tree: ast.Module) -> dict[str, int]:
-    """Module-level integer constants: the sizes a problem can be rebound at."""
-    sizes: dict[str, int] = {}
-    for node in tree.body:
-        assigned = _single_target(node)
-        if assigned is None or assigned[0].startswith(_METADATA_PREFIX):
-            continue
-        value = _int_value(assigned[1], sizes)
-        if value is not None and not isinstance(value, bool):
-            sizes[assigned[0]] = value
-    return sizes
 
 
 def _metadata(tree: ast.Module, path: Path) -> dict[str, Any]:
@@ -207,6 +195,7 @@ def read_problem(path: str | Path) -> ProblemInfo:
         description=meta.get("KGEN_DESCRIPTION", ""),
         kind=meta.get("KGEN_KIND", "forward"),
         sizes=size_constants(tree),
+        derived_sizes=derived_size_names(tree),
         small_sizes=meta.get("KGEN_SMALL_SIZES"),
         extra_sizes=list(meta.get("KGEN_EXTRA_SIZES", [])),
         input_distributions=list(meta.get("KGEN_INPUT_DISTRIBUTIONS", [])),
@@ -216,20 +205,6 @@ def read_problem(path: str | Path) -> ProblemInfo:
         torch_ops=meta.get("KGEN_TORCH_OPS"),
         has_kgen_metadata=bool(meta),
     )
-
-
-class _RebindSizes(ast.NodeTransformer):
-    def __init__(self, sizes: Mapping[str, int]):
-        self.sizes = sizes
-        self.rebound: set[str] = set()
-
-    def visit_Module(self, node: ast.Module) -> ast.Module:
-        for stmt in node.body:
-            assigned = _single_target(stmt)
-            if assigned is not None and assigned[0] in self.sizes:
-                stmt.value = ast.copy_location(ast.Constant(self.sizes[assigned[0]]), stmt.value)
-                self.rebound.add(assigned[0])
-        return node
 
 
 def load_problem(path: str | Path, sizes: Mapping[str, int] | None = None) -> LoadedProblem:
@@ -242,8 +217,7 @@ def load_problem(path: str | Path, sizes: Mapping[str, int] | None = None) -> Lo
             f"{info.name} has no size constant {', '.join(unknown)} "
             f"(it has: {', '.join(info.sizes) or 'none'})"
         )
-    tree = _parse(info.path)
-    _RebindSizes(sizes).visit(tree)
+    tree = rebind(_parse(info.path), sizes)
     digest = hashlib.sha1(repr(sorted(sizes.items())).encode()).hexdigest()[:8]
     module_name = f"kgen_problem_{info.path.stem}_{digest}".replace("-", "_")
     module = types.ModuleType(module_name)
@@ -254,7 +228,7 @@ def load_problem(path: str | Path, sizes: Mapping[str, int] | None = None) -> Lo
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise ProblemError(f"problem {info.name} failed to load: {type(exc).__name__}: {exc}") from exc
-    effective = size_constants(ast.parse(ast.unparse(tree)))
+    effective = size_constants(tree)
     return LoadedProblem(info, module, effective)
 
 

@@ -56,6 +56,31 @@ so it is recorded too. ``triton.testing.do_bench`` and the autotuner only
 allocate and ``zero_()`` a cache buffer and ``clone``/``copy_`` arguments
 (allowed ops), so nothing of theirs needs ignoring.
 
+Two more things are recorded for the policies (:mod:`kgen.evals.policies`), and
+:func:`judge_torch_ops` applies them:
+
+* **library ops** — the compute ops of vendor matmul, convolution and attention
+  calls (:data:`~kgen.evals.static_rules.names.LIBRARY_ATEN_OPS` wherever they
+  are dispatched, and every op dispatched inside a torch-level call named in
+  :data:`~kgen.evals.static_rules.names.LIBRARY_ATTRIBUTED_CALLS`, such as the
+  bias ``add`` of ``F.linear`` on a non-contiguous input). They stay in
+  ``compute_ops`` (``strict`` rejects them) and are also counted in
+  ``library_ops`` (``library`` admits them).
+* **glue size** — for every other compute op, the elements of the largest
+  tensor it reads or writes (:attr:`TorchOpUsage.touched`): ``library`` admits
+  those ops as glue when their sum stays within ``GLUE_SHARE`` of the elements
+  of the forward's outputs (or :data:`GLUE_MIN_BUDGET`, whichever is larger). Charging the largest tensor, not just the result,
+  keeps a reduction of the big input (``x.mean(-1)``) from passing as glue.
+* **host arithmetic** — a compute op on host-made tensors only (made from
+  Python values by ``torch.tensor``/``scalar_tensor`` or filled with a constant,
+  and what such ops and views make of them), every tensor of it at most
+  :data:`HOST_ARITHMETIC_MAX_ELEMENTS` elements: ``torch.prod(torch.tensor(shape))``
+  counts elements, it does not compute on the problem's data, so it is
+  ``host_ops``, not compute. Host-made status is kept per storage and given up
+  when anything not host-made writes into it (the Triton interpreter's copy-back
+  of a kernel's result included); a kernel on a GPU writes unseen, which the
+  size limit bounds.
+
 The recorder only observes: every op is passed through unchanged, so results
 are bit-identical with and without it, on CPU and CUDA tensors alike. Modes
 are per-thread, so work a candidate pushes to another thread is not seen (the
@@ -73,6 +98,13 @@ from types import CodeType, FrameType
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from kgen.evals.policies import GLUE_MIN_BUDGET, GLUE_SHARE, Policies, TorchOps
+from kgen.evals.static_rules.names import (
+    LIBRARY_ATEN_OPS,
+    LIBRARY_ATTRIBUTED_CALLS,
+    LIBRARY_CALLS_TEXT,
+)
 
 #: aten ops (base names; every overload) that allocate, view, copy or cast but compute nothing
 ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
@@ -106,6 +138,15 @@ HOST_ESCAPES: frozenset[str] = frozenset(
 )
 
 
+#: the most elements a tensor of host arithmetic may hold (shapes have a handful of dimensions)
+HOST_ARITHMETIC_MAX_ELEMENTS = 64
+#: aten ops whose results are host-made whatever they were handed: torch.tensor(python values)
+_HOST_SOURCES = frozenset({"lift", "lift_fresh", "lift_fresh_copy", "scalar_tensor"})
+#: aten ops whose results are never host-made: uninitialised memory and random numbers
+_NOT_HOST = ("empty", "new_empty", "rand", "normal", "bernoulli", "multinomial", "poisson", "uniform",
+             "exponential", "geometric", "cauchy", "log_normal", "random", "native_dropout", "set_")
+
+
 class TorchOpUsage(BaseModel):
     """The torch ops one ``record_torch_ops()`` block dispatched, by name, with counts."""
 
@@ -115,6 +156,12 @@ class TorchOpUsage(BaseModel):
     allowed_ops: dict[str, int] = Field(default_factory=dict)
     #: scalars read to the host (``.item()``, ``int(t)``, ``float(t)``, ``bool(t)``)
     host_reads: int = 0
+    #: the part of ``compute_ops`` that vendor matmul/convolution/attention calls dispatched
+    library_ops: dict[str, int] = Field(default_factory=dict)
+    #: compute ops other than library ops -> elements of the largest tensor each call touched, summed
+    touched: dict[str, int] = Field(default_factory=dict)
+    #: arithmetic on small host-made tensors (shape arithmetic such as torch.prod(torch.tensor(shape)))
+    host_ops: dict[str, int] = Field(default_factory=dict)
 
     @property
     def computes(self) -> bool:
@@ -133,6 +180,62 @@ def is_allowed_aten_op(name: str) -> bool:
     text = name.replace("::", ".")
     parts = text.split(".")
     return len(parts) >= 2 and parts[0] == "aten" and parts[1] in ALLOWED_ATEN_OPS
+
+
+class TorchOpsVerdict(BaseModel):
+    """What one forward's torch ops come to under the torch-ops policy."""
+
+    policy: TorchOps = TorchOps.STRICT
+    #: ops the policy does not allow (empty: the forward passes this check)
+    compute_ops: dict[str, int] = Field(default_factory=dict)
+    #: vendor matmul/convolution/attention ops the ``library`` policy allowed
+    library_ops: dict[str, int] = Field(default_factory=dict)
+    #: other compute ops the ``library`` policy allowed as glue
+    glue_ops: dict[str, int] = Field(default_factory=dict)
+    #: what the non-library compute ops touched (largest tensor per call, summed), and the most allowed
+    glue_elements: int = 0
+    glue_budget: int = 0
+
+    def describe(self) -> str:
+        """The ops not allowed, and under ``library`` why (the rejection's words)."""
+        ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.compute_ops.items()))
+        if self.policy is not TorchOps.LIBRARY:
+            return ops
+        return (
+            f"{ops} (torch ops policy library allows only {LIBRARY_CALLS_TEXT} calls, plus glue touching "
+            f"at most {GLUE_SHARE:.0%} of the elements the forward returns: {self.glue_elements} touched, "
+            f"{self.glue_budget} allowed)"
+        )
+
+
+def judge_torch_ops(usage: TorchOpUsage, policies: Policies, produced: int) -> TorchOpsVerdict:
+    """``usage`` under ``policies``, for a forward that returned ``produced`` elements in all.
+
+    ``strict``: every compute op is disallowed. ``library``: library ops are allowed; the
+    other compute ops are allowed together, as glue, when the elements they touched (the
+    largest tensor of each call, summed) are at most ``GLUE_SHARE`` × ``produced`` (never
+    less than :data:`GLUE_MIN_BUDGET`) and none
+    hands data out of torch (``Tensor.numpy`` ...); otherwise all of them are disallowed.
+    """
+    if policies.torch_ops is not TorchOps.LIBRARY:
+        return TorchOpsVerdict(policy=policies.torch_ops, compute_ops=dict(usage.compute_ops))
+    rest = {
+        op: n - usage.library_ops.get(op, 0)
+        for op, n in usage.compute_ops.items()
+        if n > usage.library_ops.get(op, 0)
+    }
+    verdict = TorchOpsVerdict(
+        policy=TorchOps.LIBRARY,
+        library_ops=dict(usage.library_ops),
+        glue_elements=sum(usage.touched.values()),
+        glue_budget=max(int(GLUE_SHARE * produced), GLUE_MIN_BUDGET),
+    )
+    escapes = any(not op.startswith("aten.") for op in rest)
+    if escapes or verdict.glue_elements > verdict.glue_budget:
+        verdict.compute_ops = rest
+    else:
+        verdict.glue_ops = rest
+    return verdict
 
 
 # ----------------------------------------------------------------------------------------
@@ -222,25 +325,100 @@ def _function_name(func: Any) -> str | None:
     return name
 
 
+def _tensors(tree: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+class _HostMade:
+    """Storages (by address) that hold only host-made values: see "host arithmetic" above.
+
+    Every op's results are re-marked, so an address reused by a later allocation never
+    inherits the status of a freed host-made tensor."""
+
+    def __init__(self) -> None:
+        self.storages: set[int] = set()
+
+    @staticmethod
+    def _key(tensor: Any) -> int | None:
+        """The storage's address; None for a tensor without ordinary storage (meta, sparse)."""
+        import torch
+
+        if tensor.layout != torch.strided or tensor.device.type == "meta":
+            return None
+        return tensor.untyped_storage().data_ptr()
+
+    def holds(self, tensor: Any) -> bool:
+        if tensor.numel() == 0:
+            return True  # holds no values at all
+        key = self._key(tensor)
+        return key is not None and key in self.storages
+
+    def mark(self, tensors: list[Any], host: bool) -> None:
+        for tensor in tensors:
+            key = self._key(tensor)
+            if key is not None:
+                (self.storages.add if host else self.storages.discard)(key)
+
+
+def _host_arithmetic(base: str, inputs: list[Any], results: list[Any], host_made: _HostMade) -> bool:
+    """Whether an op's results are host-made: a source of Python values, or an op (not random,
+    not uninitialised) on host-made tensors only, every tensor small."""
+    if base.startswith(_NOT_HOST) or any(t.numel() > HOST_ARITHMETIC_MAX_ELEMENTS for t in inputs + results):
+        return False
+    return base in _HOST_SOURCES or all(host_made.holds(t) for t in inputs)
+
+
 def _make_modes(usage: TorchOpUsage):
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    library_depth = [0]  # torch-level library calls in progress (their ops are the library's)
+    host_made = _HostMade()
+
     class _Dispatch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if not dispatched_by_triton_interpreter(sys._getframe(1)):
-                name = str(func)
-                _count(usage.allowed_ops if is_allowed_aten_op(name) else usage.compute_ops, name)
-                if func.overloadpacket.__name__ == "_local_scalar_dense":
-                    usage.host_reads += 1
-            return func(*args, **(kwargs or {}))
+            kwargs = kwargs or {}
+            if dispatched_by_triton_interpreter(sys._getframe(1)):
+                out = func(*args, **kwargs)
+                host_made.mark(_tensors(out), host=False)  # the interpreter's copy-back of a kernel's work
+                return out
+            name = str(func)
+            base = func.overloadpacket.__name__
+            inputs = _tensors((args, kwargs))
+            out = func(*args, **kwargs)
+            results = _tensors(out)
+            host = _host_arithmetic(base, inputs, results, host_made)
+            host_made.mark(results, host)
+            if is_allowed_aten_op(name):
+                _count(usage.allowed_ops, name)
+            elif library_depth[0] or base in LIBRARY_ATEN_OPS:
+                _count(usage.compute_ops, name)
+                _count(usage.library_ops, name)
+            elif host:
+                _count(usage.host_ops, name)
+            else:
+                _count(usage.compute_ops, name)
+                largest = max((t.numel() for t in inputs + results), default=0)
+                usage.touched[name] = usage.touched.get(name, 0) + largest
+            if base == "_local_scalar_dense":
+                usage.host_reads += 1
+            return out
 
     class _Function(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             name = _function_name(func)
             if name in HOST_ESCAPES and not dispatched_by_triton_interpreter(sys._getframe(1)):
                 _count(usage.compute_ops, f"Tensor.{name}")
-            return func(*args, **(kwargs or {}))
+            if name not in LIBRARY_ATTRIBUTED_CALLS:
+                return func(*args, **(kwargs or {}))
+            library_depth[0] += 1
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                library_depth[0] -= 1
 
     return _Dispatch(), _Function()
 

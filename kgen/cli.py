@@ -98,6 +98,15 @@ def problems_show(
     for key, value in rows:
         table.add_row(f"[bold]{key}[/]", value)
     console.print(table)
+    if info.sizes:
+        from kgen.evals.size_sets import verification_size_plan
+        from kgen.size_table import size_table
+
+        try:
+            plans = {device: verification_size_plan(info, device) for device in ("cpu", "cuda")}
+        except ProblemError as exc:
+            fail_usage(str(exc.args[0] if exc.args else exc))
+        console.print(size_table(info, plans))
     if source:
         console.print(Syntax(info.path.read_text(), "python", line_numbers=False))
 

@@ -22,7 +22,7 @@ class TritonBackend:
         """Choose Triton's mode for this process; call it before anything imports triton.
 
         ``device`` "cpu" sets ``TRITON_INTERPRET=1`` (kernels run in Triton's CPU
-        interpreter); "cuda" (or "cuda:N", "hip", "gpu") removes it. Triton reads
+        interpreter, patched by ``interpreter_compat`` to run GPU-style code); "cuda" (or "cuda:N", "hip", "gpu") removes it. Triton reads
         the variable when ``@triton.jit`` decorates a function, and decorates its
         own library (``tl.sum``, ``tl.cdiv``, ...) when ``triton.language`` is
         first imported, so setting it later is too late: if triton is already
@@ -44,6 +44,12 @@ class TritonBackend:
                 f"triton was imported in {have} before prepare_process({device!r}); "
                 "call prepare_process before importing triton (or torch modules that import it)"
             )
+        if want_interpret:
+            # GPU-style candidates (autotune, bf16/TF32 dots, persistent loops) run in the
+            # interpreter as on a GPU; patched before any candidate imports triton.
+            from kgen.backends.triton.interpreter_compat import install_interpreter_compat
+
+            install_interpreter_compat()
 
     def load_candidate(self, path: Path) -> types.ModuleType:
         return load_module_from_file(Path(path))
@@ -55,6 +61,15 @@ class TritonBackend:
         from kgen.backends.triton.launches import record_launches
 
         return record_launches(execute, on_skip)
+
+    def device_emulation(self, device: str, target: HardwareTarget | None) -> AbstractContextManager | None:
+        """On the CPU: ``x.is_cuda``, ``device="cuda"``, ``torch.cuda.*`` answered as one GPU of
+        ``target`` (default H100) would (``interpreter_devices.py``)."""
+        if device.split(":", 1)[0].strip().lower() != "cpu":
+            return None
+        from kgen.backends.triton.interpreter_devices import gpu_idioms_on_cpu
+
+        return gpu_idioms_on_cpu(target)
 
     def interpreter_limit(self, exc: BaseException) -> str | None:
         """What Triton's CPU interpreter cannot run (``interpreter_compat.needs_gpu_reason``)."""

@@ -34,10 +34,31 @@ under a module-level ``if __name__ == "__main__":`` is skipped (it never
 runs when the candidate is imported), unless the module assigns
 ``__name__``.
 
-Scope: the torch-math family (``torch-math``, ``tensor-method``,
-``tensor-operator``, ``torch-module-call``) applies to the forward path only:
-not inside ``@triton.jit`` functions, not in code reachable only from
-``__init__``. Every other rule applies everywhere.
+Scope: rules judge code that can run, worked out by :mod:`.reachability`
+(module-level code, class bodies, decorators and defaults always run; from
+there, the classes bound to ``ModelNew`` and whatever they and the module
+reference, followed generously by name: helpers called or handed on as
+values, methods reached through ``self``, ``getattr`` strings, dicts of
+functions, ``.apply`` of autograd Functions, bases and metaclasses of live
+classes). Two scopes, on purpose:
+
+* the torch-math family (``torch-math``, ``tensor-method``,
+  ``tensor-operator``, ``torch-module-call``) judges module-level code and
+  functions that can run on or after a forward call; not ``@triton.jit``
+  bodies, not code that runs only while ``ModelNew`` is constructed, not
+  code nothing reaches (an uncalled ``get_inputs()``, a pasted ``class
+  Model``, unused helpers), not the non-GPU side of a device test
+  (:mod:`.device_guard`), not registered-buffer updates or seed draws
+  (:mod:`.math_scope`). What it misses, the dispatch recorder
+  (``kgen.evals.torch_usage``) sees at run time;
+* every other rule (escapes, state, clocks, ``try-except``,
+  ``torch-in-kernel``, ``compute-library``) judges everything except bodies
+  that nothing could run whatever the analysis misses: a module-level
+  function, or the methods of a module-level class, whose name is mentioned
+  nowhere else in the module (``get_inputs``, ``get_init_inputs``, a pasted
+  ``class Model`` that ``ModelNew`` neither subclasses nor names). These
+  rules have no run-time twin to fall back on, so they do not rely on the
+  finer analysis. A module binding nothing to ``ModelNew`` is judged whole.
 """
 
 from __future__ import annotations

@@ -56,6 +56,8 @@ class _Checker(_TorchMathRules, _StateRules, _EscapeRules, _ClockEnvRules):
 
     def _check_import(self, node: ast.Import | ast.ImportFrom) -> None:
         modules: list[str] = []
+        if self._import_torch_library_ok(node):
+            return
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif node.module and not node.level:
@@ -138,6 +140,8 @@ class _Checker(_TorchMathRules, _StateRules, _EscapeRules, _ClockEnvRules):
             return
         if self._dotted_torch_in_kernel(node, chain):
             return
+        if self._dotted_torch_library(node, chain):
+            return  # a Triton kernel registered as a custom op: neither an escape nor math
         if self._dotted_torch_escapes(node, chain, shown):
             return
         if self._dotted_clock_env(node, chain, shown):

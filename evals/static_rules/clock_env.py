@@ -36,7 +36,9 @@ Fine, and not flagged: ``warnings``, ``hashlib``, ``torch.cuda.synchronize``,
 ``storage_offset()``, the device queries on the allow list
 (``torch.cuda.get_device_properties``/``get_device_name``), setting a seed
 (``torch.manual_seed``, ``torch.cuda.manual_seed``; the evaluation reseeds
-before every trial), and names that merely look alike (a local ``time``, a
+before every trial), drawing from torch's generator (``torch.randint(0,
+2**31, (1,)).item()`` for a dropout seed: the verifier seeds it, so the draw
+is reproducible; reading or replacing its state is not), and names that merely look alike (a local ``time``, a
 ``dt`` parameter, ``self.seed``, ``TIME_STEPS``). ``os.environ`` and
 ``os.getenv`` are ``forbidden-import`` through ``os``. Imports of these
 modules are reported at the import, not at each use.

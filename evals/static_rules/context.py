@@ -11,7 +11,7 @@ and which only from ``__init__``, and records violations. The rule families are 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kgen.evals.policies import Policies
@@ -25,8 +25,14 @@ from kgen.evals.static_rules.ast_helpers import (
     _parent,
     _target_names,
 )
+from kgen.evals.static_rules.device_guard import on_cpu_side
+from kgen.evals.static_rules.math_scope import in_buffer_update, registered_buffers, seed_draw
 from kgen.evals.static_rules.names import _NN_NOT_CALLABLE, _TENSOR_ALLOC
+from kgen.evals.static_rules.reachability import FORWARD, INIT, Reachability
 from kgen.evals.static_rules.violations import RULES, RuleViolation
+
+#: the rules that judge only code that runs on a call (see :meth:`_Context._math_exempt`)
+MATH_FAMILY = frozenset({"torch-math", "tensor-method", "tensor-operator", "torch-module-call"})
 
 
 @dataclass
@@ -60,8 +66,10 @@ class _Context:
         self.returns_tensor: set[ast.AST] = set()  # functions seen returning a tensor
         self.tensor_params: dict[ast.AST, set[str]] = {}  # function -> parameters passed tensors
         self.owner: dict[ast.AST, _ClassInfo | None] = {}  # function -> class it is a method of
-        self.forward_path: set[ast.AST] = set()
-        self.init_only: set[ast.AST] = set()
+        self.forward_path: set[ast.AST] = set()  # functions that can run on a forward call
+        self.init_only: set[ast.AST] = set()  # functions that run only while constructing
+        self.reach: Reachability | None = None
+        self.buffers: set[str] = set()  # "self.X" registered as buffers (math_scope.registered_buffers)
         self.enclosing: dict[ast.AST, ast.AST | None] = {}  # node -> innermost enclosing function
         self.never_run: set[ast.AST] = self._main_guard_nodes()
         self._locals_cache: dict[ast.AST, set[str]] = {}
@@ -83,7 +91,14 @@ class _Context:
 
     # -- reporting -------------------------------------------------------------------
     def report(self, rule: str, node: ast.AST, text: str) -> None:
+        """Record a violation, unless ``node`` lies where ``rule`` does not look (its scope: the
+        torch-math family judges only code that runs on a call, the others all but dead code)."""
         if node in self.never_run:
+            return
+        if rule in MATH_FAMILY:
+            if self._math_exempt(node):
+                return
+        elif self.reach is not None and self.reach.clearly_dead(node):
             return
         line = getattr(node, "lineno", 0) or 0
         message = f"{self.filename}:{line}: {text}"
@@ -266,45 +281,19 @@ class _Context:
             fn = self.enclosing.get(fn)
         return outer
 
-    def _callees(self, fn: ast.AST) -> set[ast.AST]:
-        out: set[ast.AST] = set()
-        cls = self.owner.get(fn)
-        module_defs = self._module_defs
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if node.id in module_defs:
-                    out.add(module_defs[node.id])
-                elif node.id in self.classes and self.module_names.get(node.id) == "class":
-                    out.update(self.classes[node.id].methods.values())
-            elif isinstance(node, ast.Attribute) and _is_self(node.value) and cls is not None:
-                if node.attr in cls.methods:
-                    out.add(cls.methods[node.attr])
-        return out
-
-    def _reach(self, roots: Iterable[ast.AST]) -> set[ast.AST]:
-        seen: set[ast.AST] = set()
-        stack = list(roots)
-        while stack:
-            fn = stack.pop()
-            if fn in seen:
-                continue
-            seen.add(fn)
-            stack.extend(self._callees(fn))
-        return seen
-
     def _compute_paths(self) -> None:
+        """Which functions run when (:mod:`.reachability`), and the registered buffers."""
         self._module_defs = {
             s.name: s for s in self.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
-        forward_roots, init_roots = [], []
-        for info in self.classes.values():
-            for name, method in info.methods.items():
-                if name in ("forward", "__call__", "backward"):
-                    forward_roots.append(method)
-                elif name == "__init__":
-                    init_roots.append(method)
-        self.forward_path = self._reach(forward_roots)
-        self.init_only = self._reach(init_roots) - self.forward_path
+        self.reach = Reachability(self.tree, self.never_run)
+        self.forward_path = {fn for fn, where in self.reach.contexts.items() if FORWARD in where}
+        self.init_only = {fn for fn, where in self.reach.contexts.items() if where == {INIT}}
+        self.buffers = registered_buffers(self)
+
+    def _per_call(self, fn: ast.AST | None) -> bool:
+        """Whether ``fn`` runs only on forward calls (a closure it makes is fresh every call)."""
+        return self.reach is not None and fn is not None and self.reach.contexts.get(fn) == {FORWARD}
 
     def _in_jit(self, node: ast.AST) -> bool:
         fn = self.enclosing.get(node)
@@ -315,8 +304,21 @@ class _Context:
         return node in self.jit_functions
 
     def _math_exempt(self, node: ast.AST) -> bool:
-        """True where the torch-math family does not apply: kernels and __init__-only code."""
-        return self._in_jit(node) or self._function_of(node) in self.init_only
+        """True where the torch-math family does not look: kernels, code that never runs or runs
+        only while constructing, the non-GPU side of a device test (:mod:`.device_guard`),
+        buffer updates and seed draws (:mod:`.math_scope`). Module-level code is judged."""
+        if self._in_jit(node):
+            return True
+        if self.reach is None:
+            return False
+        where = self.reach.contexts_of(node)
+        if where is not None and not where - {INIT}:
+            return True
+        return (
+            on_cpu_side(node, self.resolve)
+            or seed_draw(self, node)
+            or in_buffer_update(node, self.buffers)
+        )
 
     def _locals_at(self, node: ast.AST) -> set[str]:
         fn = self.enclosing.get(node)

@@ -17,7 +17,16 @@
   weakref, tempfile, kgen itself, ``__main__`` ... (:data:`FORBIDDEN_MODULES`),
   torch's own escape hatches (``torch.multiprocessing``,
   ``torch.utils.cpp_extension``, ``torch.distributed``, ``torch.library``,
-  ...), and star imports (they hide which names are used).
+  ...), and star imports (they hide which names are used). From
+  ``torch.library`` only :data:`TORCH_LIBRARY_OK` may be used
+  (``triton_op``, ``wrap_triton``: a Triton kernel registered as a custom
+  op; ``custom_op``: a function that launches kernels, registered as one),
+  under a namespace of the candidate's own: an op name in ``aten``/``prims``
+  or one that is not a literal string is ``monkey-patch`` (it would replace
+  a built-in op). Every other ``torch.library`` name (``Library``, ``impl``,
+  ``register_kernel`` ...) registers Python implementations of ops, aten's
+  included, and stays forbidden. The bodies of such ops are judged like any
+  other code that runs on a call.
 * ``forbidden-call`` — ``open``, ``exec``, ``eval``, ``compile``,
   ``__import__``, ``globals``, ``vars``, ``locals``, ``breakpoint``, ``input``
   (called or not), ``getattr``/``hasattr`` with a computed name on anything
@@ -46,6 +55,7 @@ import ast
 from kgen.evals.static_rules.ast_helpers import (
     _is_dunder,
     _is_self,
+    _literal_str,
     _parent,
     _root_name,
     _store_targets,
@@ -67,6 +77,11 @@ from kgen.evals.static_rules.names import (
     FRAME_ATTRS,
     STORAGE_ATTRS,
 )
+
+#: the torch.library names that register a Triton kernel (or a launcher) as a custom op
+TORCH_LIBRARY_OK = frozenset({"torch.library.triton_op", "torch.library.wrap_triton", "torch.library.custom_op"})
+#: op namespaces that are torch's own: registering into one patches a built-in op
+_TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "_", "quantized", "torchvision"})
 
 
 class _EscapeRules(_Context):
@@ -93,6 +108,30 @@ class _EscapeRules(_Context):
             self.report("forbidden-import", node, f"import of `{module}` is not allowed in a candidate")
             return True
         return False
+
+    def _import_torch_library_ok(self, node: ast.Import | ast.ImportFrom) -> bool:
+        """``from torch.library import triton_op, wrap_triton`` (nothing but allowed names), or
+        ``import torch.library`` (its names are judged where they are used)."""
+        if isinstance(node, ast.Import):
+            return all(a.name == "torch.library" for a in node.names)
+        return (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "torch.library"
+            and not node.level
+            and all(f"torch.library.{a.name}" in TORCH_LIBRARY_OK for a in node.names)
+        )
+
+    def _dotted_torch_library(self, node: ast.AST, chain: str) -> bool:
+        """An allowed torch.library name: fine under the candidate's own op namespace."""
+        if chain not in TORCH_LIBRARY_OK:
+            return False
+        call = _parent(node)
+        if chain != "torch.library.wrap_triton" and isinstance(call, ast.Call) and call.func is node:
+            name = _literal_str(call.args[0]) if call.args else None
+            if name is None or "::" not in name or name.split("::")[0] in _TORCH_NAMESPACES:
+                self.report("monkey-patch", node, f"`{chain}` with op name {ast.unparse(call.args[0]) if call.args else '?'}: "
+                            "only an op of the candidate's own namespace (\"mylib::op\") may be registered")
+        return True
 
     def _import_torch_private(self, node: ast.AST, module: str) -> bool:
         if module.split(".")[0] == "torch" and any(part.startswith("_") and not _is_dunder(part) for part in module.split(".")):

@@ -273,3 +273,60 @@ FRAME_ATTRS: frozenset[str] = frozenset(
 )
 #: the one ``triton.testing`` name that is not benchmarking or host probing
 _TRITON_TESTING_OK = frozenset({"assert_close"})
+
+# -- the ``library`` torch-ops policy -------------------------------------------------------
+# One list, read by the static rules (torch_math) and by the runtime recorder (torch_usage):
+# under ``library`` these vendor calls (cuBLAS, cuDNN, flash attention through torch) are not
+# violations; every other torch compute op still is.
+
+#: what the library calls are, in words, for rejection messages
+LIBRARY_CALLS_TEXT = "matmul, convolution and attention"
+#: bare names of the library calls as torch functions, ``torch.nn.functional`` functions and
+#: tensor methods (``torch.matmul``, ``F.linear``, ``x.mm(w)``, ``x @ w`` is ``matmul``).
+#: ``einsum`` is allowed by name; what it dispatches is judged at run time (a contraction is
+#: ``bmm``, a non-contraction such as ``"ij,ij->ij"`` is ``mul`` and stays compute)
+LIBRARY_FUNCTIONS: frozenset[str] = frozenset(
+    """
+    matmul mm bmm addmm baddbmm einsum linear conv1d conv2d conv3d conv_transpose1d
+    conv_transpose2d conv_transpose3d scaled_dot_product_attention __matmul__ __rmatmul__
+    """.split()
+)
+#: library calls whose every dispatched op is the library's (the bias ``add`` of ``F.linear``
+#: on a non-contiguous input, the math-path softmax of attention); not ``einsum``, which
+#: decomposes into whatever its equation asks for
+LIBRARY_ATTRIBUTED_CALLS: frozenset[str] = LIBRARY_FUNCTIONS - {"einsum"}
+#: the library calls as dotted names the static rules resolve
+LIBRARY_TORCH_NAMES: frozenset[str] = frozenset(
+    [f"torch.{n}" for n in ("matmul", "mm", "bmm", "addmm", "baddbmm", "einsum")]
+    + [f"torch.Tensor.{n}" for n in ("matmul", "mm", "bmm", "addmm", "baddbmm", "__matmul__", "__rmatmul__")]
+    + [f"torch.{n}" for n in LIBRARY_FUNCTIONS if n.startswith("conv")]
+    + [f"torch.nn.functional.{n}" for n in LIBRARY_FUNCTIONS if n.startswith(("conv", "linear", "scaled"))]
+    + ["operator.matmul", "operator.__matmul__"]
+)
+#: tensor methods that are library calls (``x.matmul(w)``, ``a.bmm(b)``)
+LIBRARY_METHODS: frozenset[str] = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm", "__matmul__", "__rmatmul__"})
+#: ``torch.nn`` classes whose instances only make a library call (``self.conv(x)``)
+LIBRARY_MODULES: frozenset[str] = frozenset(
+    """
+    Linear LazyLinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d
+    LazyConv1d LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d LazyConvTranspose3d
+    """.split()
+)
+#: aten ops (base names, any overload) the library calls dispatch, on CPU and GPU: what the
+#: runtime recorder counts as the library's wherever they are dispatched from
+LIBRARY_ATEN_OPS: frozenset[str] = frozenset(
+    """
+    mm addmm bmm baddbmm addbmm mv addmv dot vdot matmul linear
+    convolution _convolution convolution_overrideable conv1d conv2d conv3d conv_transpose1d
+    conv_transpose2d conv_transpose3d cudnn_convolution cudnn_convolution_transpose
+    mkldnn_convolution miopen_convolution miopen_convolution_transpose miopen_depthwise_convolution
+    _slow_conv2d_forward slow_conv3d_forward slow_conv_transpose2d slow_conv_transpose3d
+    slow_conv_dilated2d slow_conv_dilated3d _conv_depthwise2d conv_depthwise3d
+    _nnpack_spatial_convolution
+    scaled_dot_product_attention _scaled_dot_product_attention_math
+    _scaled_dot_product_flash_attention _scaled_dot_product_flash_attention_for_cpu
+    _scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
+    _scaled_dot_product_fused_attention_overrideable _flash_attention_forward
+    _efficient_attention_forward
+    """.split()
+)

@@ -19,7 +19,14 @@
   tensor (``x._out = out``). Re-laying out an attribute in place
   (``self.w.data = self.w.data.contiguous()``) is allowed. State carried
   from one call to the next is how outputs get cached and how checks get
-  told apart from timing.
+  told apart from timing. Updating a registered buffer (in place, by
+  reassignment, ``+=``, or by index) is allowed: it is how BatchNorm in
+  training mode keeps its running statistics, which KernelBench references
+  update too (:func:`~.math_scope.registered_buffers` names the buffers). Run
+  time judges it: a forward that changes state the reference leaves alone is
+  ``state_mutation``, one that hands out a buffer it writes again is
+  ``stale_output``. ``self.register_buffer(...)`` on the forward path, plain
+  attributes, parameters and containers on ``self`` stay ``instance-state``.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from kgen.evals.static_rules.ast_helpers import (
     _walk_own,
 )
 from kgen.evals.static_rules.context import _ClassInfo, _Context
+from kgen.evals.static_rules.math_scope import buffer_of
 from kgen.evals.static_rules.names import _CACHE_DECORATORS, _MUTATORS
 
 
@@ -120,7 +128,7 @@ class _StateRules(_Context):
         owner = self.enclosing.get(fn)
         while owner is not None and root.id not in self._locals_of(owner):
             owner = self.enclosing.get(owner)
-        if owner is None or self._function_of(owner) in self.forward_path:
+        if owner is None or self._per_call(self._function_of(owner)):
             return  # not a closure variable, or one created afresh on every call
         owner_name = getattr(owner, "name", "<lambda>")
         self.report("module-cache", node, f"writes into `{root.id}` captured from {owner_name}() (state kept across calls)")
@@ -184,6 +192,8 @@ class _StateRules(_Context):
                         if isinstance(sub, (ast.Attribute, ast.Subscript)) and _self_attr_root(sub):
                             if isinstance(node, ast.Assign) and _relayout_of(node.value, sub):
                                 continue  # self.w.data = self.w.data.contiguous(): same values, new layout
+                            if buffer_of(sub, self.buffers) is not None:
+                                continue  # self.running_mean = ...: a registered buffer's update
                             self.report("instance-state", node, f"`{ast.unparse(sub)}` written on the forward path (state kept across calls)")
                 if isinstance(node, ast.Call):
                     func = node.func
@@ -194,7 +204,16 @@ class _StateRules(_Context):
                     ):
                         name = func.attr
                         inplace = name.endswith("_") and not name.endswith("__") and name not in ("zero_", "fill_")
+                        if inplace and buffer_of(_receiver_root(func.value), self.buffers) is not None:
+                            continue  # self.running_mean.mul_(1 - m).add_(m * mean)
                         if name in _MUTATORS or inplace:
                             self.report("instance-state", node, f"`{ast.unparse(func)}(...)` mutates self on the forward path (state kept across calls)")
 
 
+
+
+def _receiver_root(node: ast.AST) -> ast.AST:
+    """``self.buf`` under a chain of in-place calls (``self.buf.mul_(a).add_`` -> ``self.buf``)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_"):
+        node = node.func.value
+    return node

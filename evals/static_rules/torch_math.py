@@ -58,14 +58,33 @@ dispatches, however it was reached. Stateful references (BatchNorm in
 training mode updating running statistics) trip ``instance-state``.
 
 Operators on tensors are found by :mod:`.tensor_flow`.
+
+Under the ``library`` torch-ops policy (:mod:`kgen.evals.policies`) the vendor calls of
+:data:`~.names.LIBRARY_TORCH_NAMES` (``torch.matmul``/``mm``/``bmm``/``addmm``/``baddbmm``/
+``einsum``, ``F.linear``, ``F.conv*``, ``F.conv_transpose*``,
+``F.scaled_dot_product_attention``), the matmul tensor methods and the ``@`` operator, and
+calls of ``nn.Linear``/``nn.Conv*``/``nn.ConvTranspose*`` instances (or containers of only
+those) are not violations; every other rule of the family stands, and its messages name the
+policy. Under either policy, host shape arithmetic (:mod:`.host_values`:
+``torch.prod(torch.tensor(self.normalized_shape))``, ``x.size(-1) ** 0.5``) is not data
+computation.
 """
 
 from __future__ import annotations
 
 import ast
+from functools import cached_property
 
-from kgen.evals.static_rules.ast_helpers import _is_self, _mutable_value, _walk_own
+from kgen.evals.policies import TorchOps
+from kgen.evals.static_rules.ast_helpers import (
+    _is_self,
+    _mutable_value,
+    _parent,
+    _target_names,
+    _walk_own,
+)
 from kgen.evals.static_rules.context import _Context
+from kgen.evals.static_rules.host_values import HostValues
 from kgen.evals.static_rules.names import (
     _ATTRIBUTE_LOOKALIKES,
     _CONTAINER_METHODS,
@@ -73,13 +92,50 @@ from kgen.evals.static_rules.names import (
     _OPERATOR_ARITH,
     COMPUTE_LIBRARIES,
     COMPUTE_METHODS,
+    LIBRARY_CALLS_TEXT,
+    LIBRARY_METHODS,
+    LIBRARY_MODULES,
+    LIBRARY_TORCH_NAMES,
     TORCH_ALLOWED,
 )
 from kgen.evals.static_rules.tensor_flow import _TensorFlow
 
+#: the rules that judge computation in torch (shape arithmetic is exempt from each)
+_MATH_RULES = frozenset({"torch-math", "tensor-method", "tensor-operator"})
+
 
 class _TorchMathRules(_Context):
     """try-except, torch-math, tensor-method, tensor-operator, torch-module-call, torch-in-kernel, compute-library."""
+
+    # -- what is not data computation: library calls (policy ``library``), shape arithmetic ------
+    @property
+    def _library(self) -> bool:
+        """Whether the ``library`` torch-ops policy admits vendor matmul/conv/attention calls."""
+        return self.policies.torch_ops is TorchOps.LIBRARY
+
+    @cached_property
+    def _hosts(self) -> HostValues:
+        return HostValues(self)
+
+    def report(self, rule: str, node: ast.AST, text: str) -> None:
+        """Every family's report, less the torch-math ones on host shape arithmetic (``n ** 0.5``
+        for ``n = torch.tensor(shape).prod()``): counting elements is not computing on data."""
+        if rule in _MATH_RULES and self._shape_arithmetic(node):
+            return
+        if self._library and rule in _MATH_RULES | {"torch-module-call"}:
+            text += f" (torch ops policy library allows only {LIBRARY_CALLS_TEXT} calls)"
+        super().report(rule, node, text)
+
+    def _shape_arithmetic(self, node: ast.AST) -> bool:
+        """A torch call, method call or operator whose operands are all host values."""
+        parent = _parent(node)
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(parent, ast.Call):
+            node = parent  # torch.prod, operator.mul (reported at the name) judged with the whole call
+        if isinstance(node, ast.AugAssign):
+            return self._hosts.is_host(node.target) and self._hosts.is_host(node.value)
+        if isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare)):
+            return self._hosts.is_host(node)
+        return False
 
     # -- try-except ---------------------------------------------------------------------
     def _check_try(self, node: ast.AST) -> None:
@@ -106,7 +162,7 @@ class _TorchMathRules(_Context):
 
     # -- tensor-operator (the parts not needing the tensor tracker) --------------------------
     def _check_matmul_operator(self, node: ast.AST) -> None:
-        if self._math_exempt(node):
+        if self._math_exempt(node) or self._library:
             return
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             self.report("tensor-operator", node, "the @ operator is a torch matmul, not a Triton kernel")
@@ -115,6 +171,8 @@ class _TorchMathRules(_Context):
 
     def _operator_arith(self, node: ast.AST, chain: str) -> None:
         """``operator.add`` & co. (``chain`` is ``operator.<name>``)."""
+        if self._library and chain in LIBRARY_TORCH_NAMES:
+            return
         if chain.split(".")[1] in _OPERATOR_ARITH and not self._math_exempt(node):
             self.report("tensor-operator", node, f"`{chain}` is tensor arithmetic outside a kernel")
 
@@ -141,6 +199,7 @@ class _TorchMathRules(_Context):
             literal is not None
             and name == "getattr"
             and self._compute_method(literal)
+            and not (self._library and literal in LIBRARY_METHODS)
             and not self._exempt_receiver(node.args[0])
             and self.resolve(node.args[0]) is None
             and not self._math_exempt(node)
@@ -164,6 +223,8 @@ class _TorchMathRules(_Context):
 
     def _check_method_reference(self, node: ast.Attribute, parent: ast.AST | None) -> None:
         if not self._compute_method(node.attr) or self._math_exempt(node):
+            return
+        if self._library and node.attr in LIBRARY_METHODS:
             return
         receiver = node.value
         if self._exempt_receiver(receiver):
@@ -204,6 +265,8 @@ class _TorchMathRules(_Context):
 
     # -- torch-module-call ------------------------------------------------------------------
     def _nn_module_call(self, node: ast.Call) -> None:
+        if self._library and self._calls_library_module(node.func):
+            return
         if not self._math_exempt(node) and self._calls_nn_module(node.func):
             self.report("torch-module-call", node, f"`{ast.unparse(node.func)}(...)` runs a torch.nn module, not a Triton kernel")
 
@@ -220,6 +283,67 @@ class _TorchMathRules(_Context):
             return f"self.{func.attr}" in self.nn_instances
         return False
 
+    def _calls_library_module(self, func: ast.AST) -> bool:
+        """``self.conv(x)``, ``nn.Linear(...)(x)``, ``self.layers[i](x)`` for a ModuleList of
+        Linear: a module that only makes a library call."""
+        if isinstance(func, ast.Call):
+            return self._library_construction(func)
+        if isinstance(func, ast.Attribute) and func.attr in ("forward", "__call__"):
+            func = func.value
+        while isinstance(func, ast.Subscript):
+            func = func.value
+        key = func.id if isinstance(func, ast.Name) else None
+        if isinstance(func, ast.Attribute) and _is_self(func.value):
+            key = f"self.{func.attr}"
+        return key is not None and key in self._library_instances
+
+    def _library_construction(self, call: ast.AST) -> bool:
+        """``nn.Conv2d(...)``, or a ``Sequential``/``ModuleList`` built of such only."""
+        if not isinstance(call, ast.Call) or not self._is_nn_class(call.func):
+            return False
+        name = (self.resolve(call.func) or "").rsplit(".", 1)[-1]
+        if name in LIBRARY_MODULES:
+            return True
+        if name == "Sequential":
+            return bool(call.args) and all(self._library_construction(a) for a in call.args)
+        if name == "ModuleList" and len(call.args) == 1:
+            items = call.args[0]
+            if isinstance(items, (ast.List, ast.Tuple)):
+                return bool(items.elts) and all(self._library_construction(e) for e in items.elts)
+            if isinstance(items, (ast.ListComp, ast.GeneratorExp)):
+                return self._library_construction(items.elt)
+        return False
+
+    @cached_property
+    def _library_instances(self) -> set[str]:
+        """Names and ``self`` attributes every ``torch.nn`` module bound to which only makes
+        library calls (and loop variables over containers of those)."""
+        verdicts: dict[str, list[bool]] = {}
+        for node in self.nodes:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+                if not self._is_nn_class(node.value.func):
+                    continue
+                library = self._library_construction(node.value)
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                in_class_body = isinstance(_parent(node), ast.ClassDef)
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        verdicts.setdefault(target.id, []).append(library)
+                        if in_class_body:
+                            verdicts.setdefault(f"self.{target.id}", []).append(library)
+                    elif isinstance(target, ast.Attribute) and _is_self(target.value):
+                        verdicts.setdefault(f"self.{target.attr}", []).append(library)
+        holders = {k for k, v in verdicts.items() if all(v)}
+        for node in self.nodes:
+            if isinstance(node, (ast.For, ast.comprehension)):
+                it = node.iter
+                key = it.id if isinstance(it, ast.Name) else (
+                    f"self.{it.attr}" if isinstance(it, ast.Attribute) and _is_self(it.value) else None
+                )
+                for name in _target_names(node.target):
+                    verdicts.setdefault(name, []).append(key in holders)
+        return {k for k, v in verdicts.items() if all(v)}
+
     # -- torch-in-kernel, torch-math -------------------------------------------------------------
     def _dotted_torch_in_kernel(self, node: ast.AST, chain: str) -> bool:
         if self._in_jit(node):
@@ -232,7 +356,7 @@ class _TorchMathRules(_Context):
         parts = chain.split(".")
         if self._math_exempt(node):
             return
-        if chain in TORCH_ALLOWED:
+        if chain in TORCH_ALLOWED or (self._library and chain in LIBRARY_TORCH_NAMES):
             return
         if chain.startswith(("torch.cuda.nvtx.", "torch.backends.")):
             return  # profiler ranges; reading backend flags (setting one is monkey-patch)

@@ -55,7 +55,7 @@ class Entry:
 
 def entries() -> list[Entry]:
     found = []
-    for manifest in sorted(CORPUS.glob("level*.json")):
+    for manifest in sorted(CORPUS.glob("*.json")):
         for raw in json.loads(manifest.read_text()):
             needs = raw.get("needs") or {}
             source = raw.get("source") or {}

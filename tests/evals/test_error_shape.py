@@ -66,10 +66,10 @@ def test_tf32_rounding_is_recognised_by_its_shape_not_its_size():
     assert "TF32" not in _pattern(same_size.float(), exact, tf32=tf32)
 
 
-def test_round_to_tf32_keeps_ten_mantissa_bits_and_rounds_to_nearest_even():
-    x = torch.tensor([1.0 + 2**-10, 1.0 + 2**-11, 1.0 + 3 * 2**-11, 1.0 + 2**-12, float("inf")], dtype=torch.float32)
+def test_round_to_tf32_keeps_ten_mantissa_bits_by_dropping_the_rest():
+    x = torch.tensor([1.0 + 2**-10, 1.0 + 2**-11, 1.0 + 3 * 2**-11, -(1.0 + 2**-12), float("inf")], dtype=torch.float32)
     got = round_to(x, "tf32")
-    assert got.tolist()[:4] == [1.0 + 2**-10, 1.0, 1.0 + 2**-9, 1.0]
+    assert got.tolist()[:4] == [1.0 + 2**-10, 1.0, 1.0 + 2**-10, -1.0]
     assert got[4] == float("inf")
 
 

@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from kgen.evals.harness import EvalOptions, UsageError, evaluate
-from kgen.evals.policies import Policies, PolicyError, Precision, TorchOps, parse_precision, policies_for
+from kgen.evals.policies import (
+    Policies,
+    PolicyError,
+    Precision,
+    TorchOps,
+    parse_precision,
+    policies_for,
+)
 from kgen.evals.problem import read_problem
 from kgen.evals.tolerances import TOLERANCES, tolerance_for
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 
 import pytest
+from public_corpus import Entry, entries
 
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.result import EvalResult
-from public_corpus import Entry, entries
 
 ENTRIES = entries()
 RUNS = [(e, p) for e in ENTRIES for p in e.runs()]

@@ -11,12 +11,15 @@ from kgen.evals.catalog import catalog
 from kgen.evals.problem import ProblemError, load_problem, read_problem
 from kgen.evals.size_sets import (
     CPU_BEYOND_CAP,
+    CPU_LONG_AXIS_CAP,
     fixed_sizes,
     free_size_names,
     grown_value,
+    is_axis_index,
     long_axes,
     movable_sizes,
     shrunk_value,
+    unmovable_reasons,
     verification_size_plan,
     verification_size_sets,
 )
@@ -211,3 +214,168 @@ def test_cuda_grown_sets_stay_close_to_the_defaults():
         for sizes in grown:
             growth = math.prod(sizes[k] / info.sizes[k] for k in sizes if info.sizes[k])
             assert 1.0 < growth < 2.5, (info.name, sizes)
+
+
+TUPLES = """
+    import torch
+    import torch.nn as nn
+
+    batch_size = 16
+    in_channels = 8
+    out_channels = 16
+    height = width = 20
+    kernel_size = (3, 3)
+    stride = (2, 1)
+    bias_shape = (out_channels, 1, 1)
+    dims = (0, 2)
+    sum_dim = 1
+    hardtanh_max = 1
+    hardtanh_min = -1
+    scale = 2.0
+
+    class Model(nn.Module):
+        def __init__(self, in_channels, out_channels, kernel_size, stride, bias_shape):
+            super().__init__()
+            self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride)
+            self.bias = nn.Parameter(torch.randn(bias_shape))
+
+        def forward(self, x):
+            return torch.sum(self.conv(x) + self.bias, dim=sum_dim, keepdim=True).clamp(hardtanh_min, hardtanh_max)
+
+    def get_inputs():
+        return [torch.randn(batch_size, in_channels, height, width)]
+
+    def get_init_inputs():
+        return [in_channels, out_channels, kernel_size, stride, bias_shape]
+"""
+
+
+def test_tuple_elements_move_together_and_fall_back_by_name(tmp_path):
+    info = _write(tmp_path, TUPLES)
+    plan = {s.origin: s for s in verification_size_plan(info, "cuda")}
+    grown = plan["grown"].sizes
+    assert (grown["kernel_size[0]"], grown["kernel_size[1]"]) == (5, 5)  # a square kernel stays square
+    assert (grown["stride[0]"], grown["stride[1]"]) == (3, 1)  # a unit step stays one
+    for fallback in plan["grown"].fallbacks:
+        assert fallback["kernel_size[0]"] == fallback["kernel_size[1]"]
+    moved = [{k for k in f if f[k] != info.sizes[k] and k not in info.derived_sizes} for f in plan["grown"].fallbacks]
+    assert {"kernel_size[0]", "kernel_size[1]"} in moved
+    assert {"height"} in moved and {"width"} in moved  # a chain's names are separate constants
+
+
+def test_axis_tuples_broadcast_ones_and_value_bounds_never_move(tmp_path):
+    info = _write(tmp_path, TUPLES)
+    assert movable_sizes(info) == [
+        "batch_size", "in_channels", "out_channels", "height", "width", "kernel_size[0]", "kernel_size[1]", "stride[0]",
+    ]
+    reasons = unmovable_reasons(info)
+    assert reasons["dims[0]"] == reasons["dims[1]"] == reasons["sum_dim"] == "axis index"
+    assert "broadcast" in reasons["bias_shape[1]"] and "derived" in reasons["bias_shape[0]"]
+    assert "bound" in reasons["hardtanh_max"]
+    assert "hardtanh_min" not in info.sizes and "scale" not in info.sizes
+    for device in ("cpu", "cuda"):
+        for size_set in verification_size_plan(info, device):
+            for key in ("dims[0]", "dims[1]", "sum_dim", "hardtanh_max", "bias_shape[1]", "stride[1]"):
+                assert size_set.sizes[key] == info.sizes[key], (device, size_set.origin, key)
+
+
+def test_derived_tuple_elements_follow_their_base_in_every_set(tmp_path):
+    info = _write(tmp_path, TUPLES)
+    for device in ("cpu", "cuda"):
+        for size_set in verification_size_plan(info, device):
+            assert size_set.sizes["bias_shape[0]"] == size_set.sizes["out_channels"]
+            problem = load_problem(info.path, size_set.sizes)
+            assert problem.sizes == size_set.sizes
+            if device == "cpu" and size_set.origin != "beyond_default":
+                torch.manual_seed(0)
+                problem.model_class(*problem.get_init_inputs())(*problem.get_inputs())  # the bias broadcasts
+
+
+def test_derived_constants_keep_their_relation_on_the_cpu_and_when_moved(tmp_path):
+    info = _write(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        M = 512
+        K = M * 2
+        in_channels = 256
+        groups = in_channels
+
+        class Model(nn.Module):
+            def __init__(self, in_channels, groups):
+                super().__init__()
+                self.conv = nn.Conv1d(in_channels, in_channels, 3, groups=groups)
+
+            def forward(self, x, w):
+                assert w.shape == (M, K)
+                return self.conv(x)
+
+        def get_inputs():
+            return [torch.randn(2, in_channels, 8), torch.randn(M, 2 * M)]
+
+        def get_init_inputs():
+            return [in_channels, groups]
+    """)
+    assert free_size_names(info) == ["M", "in_channels"]
+    for device in ("cpu", "cuda"):
+        for size_set in verification_size_plan(info, device):
+            sizes = size_set.sizes
+            assert sizes["K"] == 2 * sizes["M"] and sizes["groups"] == sizes["in_channels"], (device, size_set)
+            for fallback in size_set.fallbacks:
+                assert fallback["K"] == 2 * fallback["M"] and fallback["groups"] == fallback["in_channels"]
+    cpu = {s.origin: s.sizes for s in verification_size_plan(info, "cpu")}
+    assert cpu["small"] == {"M": 128, "K": 256, "in_channels": 128, "groups": 128}
+    problem = load_problem(info.path, cpu["grown"])
+    problem.model_class(*problem.get_init_inputs())(*problem.get_inputs())
+
+
+def test_a_fixed_tuple_name_fixes_every_element(tmp_path):
+    body = TUPLES + "\n    KGEN_FIXED_SIZES = ['kernel_size']\n"
+    info = _write(tmp_path, body)
+    assert fixed_sizes(info) == ["kernel_size[0]", "kernel_size[1]"]
+    for size_set in verification_size_plan(info, "cuda"):
+        assert (size_set.sizes["kernel_size[0]"], size_set.sizes["kernel_size[1]"]) == (3, 3)
+    info = _write(tmp_path, TUPLES + "\n    KGEN_FIXED_SIZES = ['stride[0]']\n", name="one.py")
+    assert fixed_sizes(info) == ["stride[0]"]
+    info = _write(tmp_path, TUPLES + "\n    KGEN_FIXED_SIZES = ['kernel']\n", name="typo.py")
+    with pytest.raises(ProblemError, match="KGEN_FIXED_SIZES names kernel"):
+        verification_size_sets(info, "cpu")
+
+
+def test_a_long_axis_in_a_tuple_is_shrunk_and_then_taken_past_its_default(tmp_path):
+    info = _write(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.dim = dim
+
+            def forward(self, x):
+                return torch.cumsum(x, dim=self.dim)
+
+        batch_size = 32768
+        input_shape = (32768,)
+        dim = 1
+
+        def get_inputs():
+            return [torch.rand(batch_size, *input_shape)]
+
+        def get_init_inputs():
+            return [dim]
+    """)
+    plan = verification_size_plan(info, "cpu")
+    assert plan[0].sizes == {"batch_size": 128, "input_shape[0]": 128, "dim": 1}
+    beyond = [s.sizes for s in plan if s.origin == "beyond_default"]
+    assert {"batch_size": 128, "input_shape[0]": CPU_LONG_AXIS_CAP + 1, "dim": 1} in beyond  # the scanned axis
+    assert {"batch_size": CPU_BEYOND_CAP + 1, "input_shape[0]": 128, "dim": 1} in beyond
+    assert all(s.sizes["dim"] == 1 for s in plan)
+
+
+def test_axis_index_recognises_names_elements_and_leaves_sizes():
+    assert is_axis_index("dim", 1) and is_axis_index("reduce_dim", 2) and is_axis_index("sum_dim", 1)
+    assert is_axis_index("dims[1]", 2) and is_axis_index("axes[0]", 0) and is_axis_index("softmax_axis", 3)
+    assert is_axis_index("perm_axes[5]", 5, length=6)  # a permutation of six axes
+    assert not is_axis_index("dim", 16384) and not is_axis_index("dim[0]", 4096)
+    assert not is_axis_index("hidden_dim", 2) and not is_axis_index("head_dim", 4) and not is_axis_index("dim1", 1)

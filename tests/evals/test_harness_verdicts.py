@@ -1,0 +1,62 @@
+"""How the parent turns what the child left behind into a verdict (evals/harness.py: _apply_outcome).
+
+A timeout on the CPU is the interpreter's limit when the kernel had been passing at a
+steady pace (inconclusive), and a hang when the unfinished call ran far longer than any
+trial before it (rejected): a correct kernel is never rejected for the CPU's slowness.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kgen.evals.child import ChildReport
+from kgen.evals.harness import HUNG_FACTOR, _apply_outcome
+from kgen.evals.result import (
+    EvalResult,
+    InconclusiveCause,
+    RejectionClass,
+    StageResult,
+    StageStatus,
+    Trial,
+    Verdict,
+)
+from kgen.evals.sandbox import SandboxOutcome
+
+
+def _result(device: str) -> EvalResult:
+    return EvalResult(problem="p", problem_path="p.py", candidate="c.py", backend="triton", device=device,
+                      verdict=Verdict.PASSED)
+
+
+def _timed_out(trial_seconds: list[float], timeout_s: float, device: str = "cpu") -> EvalResult:
+    report = ChildReport(
+        stages=[StageResult(name=n, status=StageStatus.PASSED) for n in ("static", "load")],
+        trials=[Trial(seed=1, sizes={"n": 4}, seconds=s, passed=True) for s in trial_seconds]
+        + [Trial(seed=1, sizes={"n": 5})],
+    )
+    outcome = SandboxOutcome(returncode=None, timed_out=True, seconds=timeout_s, network_isolated=True, workdir=".")
+    result = _result(device)
+    _apply_outcome(result, report, outcome, timeout_s)
+    return result
+
+
+def test_a_slow_but_passing_kernel_on_the_cpu_is_inconclusive():
+    result = _timed_out([20.0, 25.0, 30.0], timeout_s=300)
+    assert result.verdict is Verdict.INCONCLUSIVE and result.inconclusive is InconclusiveCause.CPU_TIME_LIMIT
+    assert "3 trial(s) had passed" in result.reason and result.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    ("seconds", "device"),
+    [([], "cpu"), ([0.5, 0.4], "cpu"), ([20.0, 25.0], "cuda")],
+    ids=["nothing-passed", "hung-after-fast-trials", "gpu"],
+)
+def test_a_hang_is_still_a_timeout(seconds, device):
+    result = _timed_out(seconds, timeout_s=300, device=device)
+    assert result.verdict is Verdict.REJECTED and result.rejection is RejectionClass.TIMEOUT
+
+
+def test_the_hung_factor_separates_the_two():
+    slowest = 2.0
+    assert _timed_out([slowest], timeout_s=slowest + HUNG_FACTOR * slowest * 0.9).verdict is Verdict.INCONCLUSIVE
+    assert _timed_out([slowest], timeout_s=slowest + HUNG_FACTOR * slowest * 1.1).verdict is Verdict.REJECTED
