@@ -35,7 +35,7 @@ from kgen.evals.failure_diagnosis import (
     name_failure,
     probe_precision,
 )
-from kgen.evals.policies import Policies
+from kgen.evals.policies import Policies, Precision
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.result import (
     Inconclusive,
@@ -147,6 +147,11 @@ class _Evaluation:
         self.reference_aliases: set[int] = set()
         self.transfer = None
         self.precision = request.policies.precision
+        # Library calls follow the precision policy too: cuDNN convolutions default to TF32 on
+        # Ampere and later, which an fp32 problem judged as IEEE fp32 must not get by accident.
+        tf32 = self.precision is Precision.TF32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -390,7 +395,29 @@ class _Evaluation:
             f"forward raised {_exception_line(exc, self.request.candidate_path)} ({what})",
         )
 
+    def _raise_if_cpu_fallback(self, what: str) -> None:
+        """A forward that launched nothing on the CPU, from a file with a device-tested CPU
+        fallback (``if x.device.type == "cpu": return torch...``), took the branch a GPU never
+        takes: only a GPU can judge its kernels."""
+        from kgen.evals.static_rules import cpu_fallback_lines
+
+        if self.device.type != "cpu":
+            return
+        lines = cpu_fallback_lines(self.candidate_path.read_text())
+        if lines:
+            raise Inconclusive(
+                InconclusiveCause.NEEDS_GPU,
+                f"needs a GPU: on the CPU the forward takes its CPU fallback (line {lines[0]}, under a device "
+                f"test) and launches no kernel; a GPU runs the kernels ({what})",
+            )
+
     def _raise_if_interpreter_limit(self, exc: BaseException, what: str) -> None:
+        if isinstance(exc, self.torch.OutOfMemoryError):
+            raise Inconclusive(
+                InconclusiveCause.OUT_OF_MEMORY,
+                f"the device ran out of memory while the candidate ran ({str(exc).splitlines()[0][:160]}; {what}): "
+                "no verdict; `--small` judges it at smaller sizes",
+            ) from exc
         limit = self.backend.interpreter_limit(exc) if self.device.type == "cpu" else None
         if limit is not None:
             raise Inconclusive(
@@ -409,6 +436,7 @@ class _Evaluation:
         if evidence.error is not None:
             raise self._runtime_error(evidence.error, what)
         if execute and not evidence.launches:
+            self._raise_if_cpu_fallback(what)
             raise Rejected(RejectionClass.NO_KERNEL_LAUNCH, f"forward launched no {self.backend.name} kernel ({what})")
         if evidence.compute_ops:
             ops = evidence.torch_ops.describe()

@@ -256,6 +256,13 @@ def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutc
     elif outcome.timed_out:
         result.rejection = RejectionClass.TIMEOUT
         result.reason = f"killed after the {timeout_s:g} s time limit during {stage}"
+    elif "OutOfMemoryError" in outcome.stderr_tail:
+        # Whose allocation failed is not known here; a verdict on the kernel would be a guess.
+        result.verdict, result.inconclusive = Verdict.INCONCLUSIVE, InconclusiveCause.OUT_OF_MEMORY
+        result.reason = (
+            f"the device ran out of memory during {stage} ({_last_line(outcome.stderr_tail)[:160]}): no verdict; "
+            "kgen's checks keep several copies of the inputs, so `--small` (or a smaller problem) can judge it"
+        )
     else:
         how = f"by {outcome.signal_name}" if outcome.signal_name else f"with exit code {outcome.returncode}"
         last = report.reason or _last_line(outcome.stderr_tail)

@@ -84,6 +84,7 @@ class InconclusiveCause(str, Enum):
     NEEDS_GPU = "needs_gpu"  # the CPU interpreter cannot run what the kernel uses; a GPU can judge it
     HARNESS_ERROR = "harness_error"  # kgen's own work failed (a bug or a limit of the verifier)
     CPU_TIME_LIMIT = "cpu_time_limit"  # the CPU interpreter ran out of time on a kernel that was passing
+    OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory while the verifier ran
 
 
 class Inconclusive(Exception):

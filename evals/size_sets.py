@@ -85,7 +85,7 @@ CPU_BEYOND_CAP = 1024
 CPU_LONG_AXIS_CAP = 4096
 #: On the CPU, the small set's inputs and outputs together hold at most this many elements
 #: (a KernelBench file without ``KGEN_SMALL_SIZES``; see :func:`within_cpu_budget`).
-CPU_ELEMENT_BUDGET = 1 << 20
+CPU_ELEMENT_BUDGET = 1 << 16
 
 Origin = Literal["default", "extra", "small", "grown", "shrunk", "ones", "beyond_default"]
 GENERATED: frozenset[str] = frozenset({"grown", "shrunk", "ones", "beyond_default"})

@@ -95,6 +95,7 @@ __all__ = [
     "RuleViolation",
     "check_candidate_file",
     "check_candidate_source",
+    "cpu_fallback_lines",
 ]
 
 
@@ -116,6 +117,24 @@ def check_candidate_source(
             )
         ]
     return _Checker(tree, filename, policies or Policies()).run()
+
+
+def cpu_fallback_lines(source: str) -> list[int]:
+    """Lines of calls on the non-GPU side of a device test (``if not x.is_cuda: return
+    torch.relu(x)``): a CPU fallback, which a CPU run may take where a GPU never would."""
+    from kgen.evals.static_rules.device_guard import on_cpu_side
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    checker = _Checker(tree, "<candidate>", Policies())
+    checker._collect_bindings()
+    checker._collect_structure()
+    return sorted({
+        node.lineno for node in checker.nodes
+        if isinstance(node, ast.Call) and on_cpu_side(node, checker.resolve)
+    })
 
 
 def check_candidate_file(path, policies: Policies | None = None) -> list[RuleViolation]:

@@ -60,3 +60,15 @@ def test_the_hung_factor_separates_the_two():
     slowest = 2.0
     assert _timed_out([slowest], timeout_s=slowest + HUNG_FACTOR * slowest * 0.9).verdict is Verdict.INCONCLUSIVE
     assert _timed_out([slowest], timeout_s=slowest + HUNG_FACTOR * slowest * 1.1).verdict is Verdict.REJECTED
+
+
+def test_running_out_of_device_memory_is_inconclusive_not_a_crash():
+    report = ChildReport(stages=[StageResult(name="static", status=StageStatus.PASSED)])
+    outcome = SandboxOutcome(
+        returncode=1, timed_out=False, seconds=30, network_isolated=True, workdir=".",
+        stderr_tail="Traceback ...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB.",
+    )
+    result = _result("cuda")
+    _apply_outcome(result, report, outcome, 300)
+    assert result.verdict is Verdict.INCONCLUSIVE and result.inconclusive is InconclusiveCause.OUT_OF_MEMORY
+    assert "12.00 GiB" in result.reason and result.rejection is None

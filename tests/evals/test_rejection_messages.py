@@ -72,3 +72,14 @@ def test_a_kernel_that_raises_at_other_sizes_is_shape_specialisation_not_runtime
 def test_the_policy_that_judged_is_in_the_result(flag):
     result = _eval("linear_relu_kb", "linear_renamed_ok", torch_ops=flag)
     assert result.policies.torch_ops.value == (flag or "library")
+
+
+def test_a_cpu_fallback_chosen_by_device_type_is_inconclusive_on_the_cpu():
+    result = _eval("relu_kb", "relu_cpu_fallback")
+    assert result.verdict is Verdict.INCONCLUSIVE, result.reason
+    assert "needs a GPU" in result.reason and "line 18" in result.reason
+
+
+def test_torch_on_the_gpu_side_of_a_device_test_is_still_rejected():
+    result = _eval("relu_kb", "relu_gpu_side_torch")
+    assert result.rejection is RejectionClass.NOT_A_KERNEL, result.reason
