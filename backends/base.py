@@ -84,3 +84,7 @@ class Backend(Protocol):
     def device_emulation(self, device: str, target: HardwareTarget | None) -> AbstractContextManager | None:
         """What the candidate's code sees of the GPU on a run without one (``torch.cuda`` queries
         answered as ``target`` would), entered only while candidate code runs; None: nothing."""
+
+    def report_progress(self, path: Path) -> None:
+        """Where a CPU run writes its heartbeat (kernel work still advancing), so that a slow
+        kernel killed at the time limit can be told from a hung one; a no-op where none exists."""

@@ -49,6 +49,8 @@ from kgen.evals.result import (
     Trial,
 )
 
+#: Beside the report: the backend's heartbeat on a CPU run (``Backend.report_progress``).
+HEARTBEAT_FILE = "heartbeat"
 #: Scalars a forward may read to the host per call (sizes, a flag); more is host computation.
 MAX_HOST_READS = 16
 
@@ -121,6 +123,7 @@ class _Evaluation:
 
         self.backend = get_backend(request.backend)
         self.backend.prepare_process(request.device)
+        self.backend.report_progress(report_path.parent / HEARTBEAT_FILE)
         import torch  # after prepare_process: torch may import triton
 
         if request.backend == "triton":
@@ -190,11 +193,11 @@ class _Evaluation:
             # Every violation, not the first only: a fix for one should not meet the next one later.
             shown = [f"{v.message} (rule {v.rule}, line {v.line})" for v in violations[:STATIC_SHOWN]]
             more = len(violations) - len(shown)
-            rejected = Rejected(violations[0].rejection, "\n".join(shown) + (f"\n... and {more} more" if more else ""))
-            rejected.evidence = {  # type: ignore[attr-defined] - recorded on the failed static stage
-                "violations": [v.model_dump(mode="json") for v in violations]
-            }
-            raise rejected
+            raise Rejected(
+                violations[0].rejection,
+                "\n".join(shown) + (f"\n... and {more} more" if more else ""),
+                evidence={"violations": [v.model_dump(mode="json") for v in violations]},
+            )
         self.stage("static", StageStatus.PASSED, "no forbidden construct found", started)
 
     def load(self) -> None:
@@ -765,7 +768,7 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
         except Rejected as exc:
             evaluation.report.rejection = exc.rejection
             evaluation.report.reason = str(exc)
-            evaluation.stage(name, StageStatus.FAILED, str(exc), started, **getattr(exc, "evidence", {}))
+            evaluation.stage(name, StageStatus.FAILED, str(exc), started, **exc.evidence)
             if name == "correctness" and exc.rejection in NUMERICAL_REJECTIONS and request.train_check:
                 started = time.monotonic()
                 try:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 import kgen
 from kgen.config import triton_cache_dir
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
-from kgen.evals.child import STAGES, ChildReport, ChildRequest
+from kgen.evals.child import HEARTBEAT_FILE, STAGES, ChildReport, ChildRequest
 from kgen.evals.policies import PolicyError
 from kgen.evals.problem import ProblemError, ProblemInfo, consistent_sizes
 from kgen.evals.result import (
@@ -172,6 +172,7 @@ def evaluate(
             workdir=box,
         )
         report = _read_report(report_path)
+        heartbeat_age = _age_s(workdir / HEARTBEAT_FILE)
     finally:
         if not options.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -192,7 +193,7 @@ def evaluate(
         kgen_version=kgen.__version__,
         policies=policies,
     )
-    _apply_outcome(result, report, outcome, options.timeout_s)
+    _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age)
     result.seconds = time.monotonic() - started
     return result
 
@@ -220,7 +221,20 @@ def _read_report(path: Path) -> ChildReport:
 OUTPUT_LIMIT_BYTES = 1 << 20
 
 
-def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutcome, timeout_s: float) -> None:
+def _age_s(path: Path) -> float | None:
+    """Seconds since ``path`` was last written (None: never written)."""
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return None
+
+
+def _apply_outcome(
+    result: EvalResult, report: ChildReport, outcome: SandboxOutcome, timeout_s: float,
+    heartbeat_age_s: float | None = None,
+) -> None:
+    """``heartbeat_age_s``: how long before the end the backend last saw kernel work advance
+    (a CPU run's heartbeat), which tells a slow kernel from a hung one at a timeout."""
     flooded = max(outcome.stdout_bytes, outcome.stderr_bytes) > OUTPUT_LIMIT_BYTES
     if flooded or outcome.signal_name == "SIGXFSZ":
         result.verdict = Verdict.REJECTED
@@ -246,12 +260,15 @@ def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutc
     # A killed child was in the first stage it had not finished.
     stage = next((name for name in STAGES if name not in done), STAGES[-1])
     passed = [t for t in report.trials if t.passed]
-    if outcome.timed_out and result.device == "cpu" and passed and not _looks_hung(report, timeout_s):
-        # Slow in the interpreter, not hung: it had been returning right answers.
+    advancing = heartbeat_age_s is not None and heartbeat_age_s <= PROGRESS_WINDOW_S
+    if outcome.timed_out and result.device == "cpu" and (advancing or (passed and not _looks_hung(report, timeout_s))):
+        # Slow in the interpreter, not hung: its kernels were still advancing, or it had been
+        # returning right answers at a steady pace.
         result.verdict, result.inconclusive = Verdict.INCONCLUSIVE, InconclusiveCause.CPU_TIME_LIMIT
         result.reason = (
             f"the Triton interpreter reached the {timeout_s:g} s time limit during {stage} after {len(passed)} "
-            "trial(s) had passed: too slow to finish on the CPU, not hung; a GPU (or a longer --timeout) judges it"
+            f"trial(s) had passed, {'with kernel programs still starting' if advancing else 'at a steady pace'}: "
+            "too slow to finish on the CPU, not hung; a GPU (or a longer --timeout) judges it"
         )
     elif outcome.timed_out:
         result.rejection = RejectionClass.TIMEOUT
@@ -285,6 +302,8 @@ def _apply_outcome(result: EvalResult, report: ChildReport, outcome: SandboxOutc
     )
 
 
+#: On the CPU, kernel programs that started this recently before a timeout mean a slow kernel.
+PROGRESS_WINDOW_S = 15.0
 #: On the CPU, a timed-out call that had run this many times longer than the slowest trial
 #: before it is taken for hung (rejected), not merely slow in the interpreter (inconclusive).
 HUNG_FACTOR = 50

@@ -73,9 +73,11 @@ class Rejected(Exception):
     Defined here, not in the child module, so that the child (run as ``__main__``) and the
     modules it calls raise and catch one class."""
 
-    def __init__(self, rejection: RejectionClass, message: str):
+    def __init__(self, rejection: RejectionClass, message: str, evidence: dict[str, Any] | None = None):
         super().__init__(message)
         self.rejection = rejection
+        #: recorded on the failed stage (the static rules' every violation, ...)
+        self.evidence = dict(evidence or {})
 
 
 class InconclusiveCause(str, Enum):

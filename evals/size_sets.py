@@ -323,7 +323,10 @@ def verification_size_plan(info: ProblemInfo, device: str) -> list[SizeSet]:
         for name in movable:
             if base[name] < info.sizes[name]:
                 cap = CPU_LONG_AXIS_CAP if name in long else CPU_BEYOND_CAP
-                sets.append(SizeSet(_beyond_default(info, base, name, cap, movable), "beyond_default"))
+                grown = {**base, name: grown_value(min(info.sizes[name], cap))}
+                # A problem's own small set is its author's budget; a KernelBench file's is kgen's.
+                beyond = _consistent(info, grown) if explicit else _beyond_default(info, base, name, cap, movable)
+                sets.append(SizeSet(beyond, "beyond_default"))
     else:
         base = dict(info.sizes)
         sets = [SizeSet(base, "default")]

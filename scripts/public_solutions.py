@@ -37,6 +37,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1, help="candidates verified at once (each in its own sandbox)")
     parser.add_argument("--full-size", action="store_true", help="on a GPU, verify at the problems' default sizes")
     parser.add_argument("--only", default="", help="comma-separated ids to run (default: all)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="time limit per verification, seconds")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "verification.md")
     args = parser.parse_args()
     chosen = [e for e in entries() if not args.only or e.id in args.only.split(",")]
@@ -45,7 +46,7 @@ def main() -> int:
     def judge(run: tuple[Entry, str | None]):
         entry, precision = run
         options = EvalOptions(
-            device=args.device, n_seeds=2, timeout_s=600, precision=precision,
+            device=args.device, n_seeds=2, timeout_s=args.timeout, precision=precision,
             small_sizes=args.device == "cpu" or not args.full_size,
         )
         started = time.monotonic()
@@ -61,7 +62,8 @@ def main() -> int:
     device = args.device if args.device == "cpu" else f"cuda, {_gpu_name()}"
     sizes = "the problems' default sizes" if args.full_size and args.device == "cuda" else "the CPU size plan"
     name = f"public-{args.device}" + ("-full" if args.full_size and args.device == "cuda" else "")
-    replace_section(args.out, name, render(rows, device, sizes, " ".join(sys.argv[1:])))
+    shown = [a for i, a in enumerate(sys.argv[1:]) if a != "--out" and (i == 0 or sys.argv[i] != "--out")]
+    replace_section(args.out, name, render(rows, device, sizes, " ".join(shown)))
     missed = [r for r in rows if not r[5]]
     correct_runs = [r for r in rows if r[0].correct and (r[1] is not None or r[0].precision != "tf32")]
     inconclusive = [r for r in correct_runs if r[2].startswith("inconclusive")]
@@ -84,7 +86,8 @@ def render(rows, device: str, sizes: str, argv: str) -> str:
         counts[(f"{entry.judgement}" + (" (needs tf32)" if entry.precision == "tf32" else "")
                 + (", run with --precision tf32" if precision else ""), said)] += 1
     kinds = sorted({k for k, _ in counts})
-    false_rejections = [r for r in rows if r[0].correct and not r[5]]
+    false_rejections = [r for r in rows if r[0].correct and not r[5] and not r[2].startswith("inconclusive")]
+    inconclusive = [r for r in rows if r[0].correct and r[2].startswith("inconclusive")]
     false_passes = [r for r in rows if not r[0].correct and r[2] == "passed"]
     families = collections.Counter(e.model_family for e in {r[0] for r in rows})
     lines = [
@@ -105,7 +108,8 @@ def render(rows, device: str, sizes: str, argv: str) -> str:
     lines += [
         "",
         f"Agreement: {agree} of {len(rows)} verdicts. False rejections (a correct kernel rejected): "
-        f"{len(false_rejections)}. False passes (a wrong kernel passed): {len(false_passes)}.",
+        f"{len(false_rejections)}. False passes (a wrong kernel passed): {len(false_passes)}. "
+        f"Correct kernels without a verdict (inconclusive): {len(inconclusive)}.",
         "",
         "| candidate | model | judged | policy run | kgen said | agrees | seconds | reason |",
         "|---|---|---|---|---|---|---|---|",

@@ -71,6 +71,13 @@ class TritonBackend:
 
         return gpu_idioms_on_cpu(target)
 
+    def report_progress(self, path: Path) -> None:
+        """In the CPU interpreter: every kernel program start counts (``interpreter_progress.py``)."""
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from kgen.backends.triton.interpreter_progress import install_progress_heartbeat
+
+            install_progress_heartbeat(path)
+
     def interpreter_limit(self, exc: BaseException) -> str | None:
         """What Triton's CPU interpreter cannot run (``interpreter_compat.needs_gpu_reason``)."""
         from kgen.backends.triton.interpreter_compat import needs_gpu_reason

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kgen.evals.child import ChildReport
-from kgen.evals.harness import HUNG_FACTOR, _apply_outcome
+from kgen.evals.harness import HUNG_FACTOR, PROGRESS_WINDOW_S, _apply_outcome
 from kgen.evals.result import (
     EvalResult,
     InconclusiveCause,
@@ -72,3 +72,26 @@ def test_running_out_of_device_memory_is_inconclusive_not_a_crash():
     _apply_outcome(result, report, outcome, 300)
     assert result.verdict is Verdict.INCONCLUSIVE and result.inconclusive is InconclusiveCause.OUT_OF_MEMORY
     assert "12.00 GiB" in result.reason and result.rejection is None
+
+
+def test_kernel_programs_still_starting_at_the_timeout_mean_slow_not_hung():
+    report = ChildReport(stages=[StageResult(name=n, status=StageStatus.PASSED) for n in ("static", "load")])
+    outcome = SandboxOutcome(returncode=None, timed_out=True, seconds=300, network_isolated=True, workdir=".")
+    slow, hung, never = _result("cpu"), _result("cpu"), _result("cpu")
+    _apply_outcome(slow, report, outcome, 300, heartbeat_age_s=0.8)
+    _apply_outcome(hung, report, outcome, 300, heartbeat_age_s=PROGRESS_WINDOW_S * 4)
+    _apply_outcome(never, report, outcome, 300, heartbeat_age_s=None)
+    assert slow.verdict is Verdict.INCONCLUSIVE and "still starting" in slow.reason
+    assert hung.rejection is RejectionClass.TIMEOUT and never.rejection is RejectionClass.TIMEOUT
+
+
+def test_a_slow_correct_kernel_killed_at_the_limit_is_inconclusive_end_to_end():
+    from pathlib import Path
+
+    from kgen.evals.harness import EvalOptions, evaluate
+
+    here = Path(__file__).resolve().parents[1] / "fixtures" / "messages"
+    result = evaluate(here / "relu_kb.py", here / "relu_slow_per_element.py",
+                      EvalOptions(device="cpu", n_seeds=1, timeout_s=25))
+    assert result.verdict is Verdict.INCONCLUSIVE, result.reason
+    assert result.inconclusive is InconclusiveCause.CPU_TIME_LIMIT

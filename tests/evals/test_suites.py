@@ -201,7 +201,7 @@ def test_outputs_written_and_parseable(tmp_path):
 
     md = paths["md"].read_text()
     assert md.startswith("`kgen suite --json`, NVIDIA H100 80GB HBM3, 2026-11-22")
-    assert "| problem | verdict | time ms | TB/s | TFLOP/s | %SOL | vs eager | vs compile | vs Liger |" in md
+    assert "| problem | verdict | policies | time ms | TB/s | TFLOP/s | %SOL | vs eager | vs compile | vs Liger |" in md
     assert "| c | passed |" in md and "3.00x" in md
     assert "fast_0 0.75, fast_1 0.50, fast_1.5 0.25, fast_2 0.25" in md
     assert "geomean" in md
@@ -226,4 +226,4 @@ def test_no_timing_chart_says_timings_need_a_gpu(tmp_path):
     assert "c & <d>" in texts
     md = paths["md"].read_text()
     assert "timings need a GPU" in md.splitlines()[0]
-    assert "| b | rejected (numerical_mismatch) | - |" in md
+    assert "| b | rejected (numerical_mismatch) | precision ieee, torch ops strict | - |" in md
