@@ -139,9 +139,12 @@ class _Evaluation:
         cache = os.environ.get("TRITON_CACHE_DIR", str(Path(request.workdir) / ".triton"))
         from kgen.backends.targets import resolve_target
 
+        # Only for code that asks about the GPU: the emulation swaps a few torch names, which a
+        # candidate could notice; one that never mentions CUDA has nothing to gain from it.
+        uses_gpu_idioms = "cuda" in self.candidate_path.read_text(errors="replace")
         emulation = self.backend.device_emulation(
             request.device, resolve_target(request.targets[0]) if request.targets else None
-        )
+        ) if uses_gpu_idioms else None
         self.guard = CandidateGuard(self.candidate_path, [Path(request.workdir), Path(cache), Path("/dev")], emulation)
         self.guard.install()
         self.passed_distributions: set[str] = set()
