@@ -148,6 +148,15 @@ def _describe_overruns(log, outputs: Sequence[Any]) -> list[str]:
     return lines
 
 
+def channel_count(candidate: Any) -> int:
+    """Elements of the candidate's largest 1-D parameter or buffer (a bias, a norm weight): the
+    channel count that per-channel glue scales with (0 for a candidate that is not a module)."""
+    if not isinstance(candidate, torch.nn.Module):
+        return 0
+    tensors = [*candidate.parameters(), *candidate.buffers()]
+    return max((t.numel() for t in tensors if t.dim() == 1), default=0)
+
+
 def call_candidate(
     candidate: Any,
     inputs: Sequence[Any],
@@ -182,7 +191,7 @@ def call_candidate(
             error = exc
     evidence = CallEvidence(outputs=outputs, launches=list(launches.launches), compute_ops={}, error=error)
     produced = sum(out.numel() for out in outputs if isinstance(out, torch.Tensor))
-    evidence.torch_ops = judge_torch_ops(usage, policies or Policies(), produced)
+    evidence.torch_ops = judge_torch_ops(usage, policies or Policies(), produced, channel_count(candidate))
     evidence.compute_ops = evidence.torch_ops.compute_ops
     evidence.host_reads = usage.host_reads
     evidence.handed_to_kernels = handed

@@ -31,8 +31,17 @@ TF32_REL_L2 = 2e-3
 #: Under ``library``: torch glue (ops that are not library calls) may touch at most this share
 #: of the elements the forward returns, each op charged its largest tensor read or written...
 GLUE_SHARE = 0.02
-#: ...and never less than this many elements, so a bias on a one-feature trial stays glue.
+#: ...and never less than this many elements, so a bias on a one-feature trial stays glue...
 GLUE_MIN_BUDGET = 1024
+#: ...nor less than this many per-channel vectors (the candidate's largest 1-D parameter or
+#: buffer), so glue on a bias or a norm weight stays glue whatever the channel count of a trial.
+GLUE_CHANNEL_VECTORS = 2
+
+
+def glue_budget(produced: int, channels: int) -> int:
+    """The elements torch glue may touch under ``library``, for a forward that returned
+    ``produced`` elements from a module whose largest 1-D parameter or buffer has ``channels``."""
+    return max(int(GLUE_SHARE * produced), GLUE_MIN_BUDGET, GLUE_CHANNEL_VECTORS * channels)
 
 
 class Precision(str, Enum):

@@ -69,7 +69,8 @@ Two more things are recorded for the policies (:mod:`kgen.evals.policies`), and
 * **glue size** — for every other compute op, the elements of the largest
   tensor it reads or writes (:attr:`TorchOpUsage.touched`): ``library`` admits
   those ops as glue when their sum stays within ``GLUE_SHARE`` of the elements
-  of the forward's outputs (or :data:`GLUE_MIN_BUDGET`, whichever is larger). Charging the largest tensor, not just the result,
+  of the forward's outputs (never less than :func:`~kgen.evals.policies.glue_budget`'s floors:
+  a fixed minimum and two of the module's per-channel vectors). Charging the largest tensor, not just the result,
   keeps a reduction of the big input (``x.mean(-1)``) from passing as glue.
 * **host arithmetic** — a compute op on host-made tensors only (made from
   Python values by ``torch.tensor``/``scalar_tensor`` or filled with a constant,
@@ -99,7 +100,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from kgen.evals.policies import GLUE_MIN_BUDGET, GLUE_SHARE, Policies, TorchOps
+from kgen.evals.policies import GLUE_SHARE, Policies, TorchOps, glue_budget
 from kgen.evals.static_rules.names import (
     LIBRARY_ATEN_OPS,
     LIBRARY_ATTRIBUTED_CALLS,
@@ -203,18 +204,20 @@ class TorchOpsVerdict(BaseModel):
             return ops
         return (
             f"{ops} (torch ops policy library allows only {LIBRARY_CALLS_TEXT} calls, plus glue touching "
-            f"at most {GLUE_SHARE:.0%} of the elements the forward returns: {self.glue_elements} touched, "
+            f"at most {GLUE_SHARE:.0%} of the elements the forward returns or two per-channel vectors: "
+            f"{self.glue_elements} touched, "
             f"{self.glue_budget} allowed)"
         )
 
 
-def judge_torch_ops(usage: TorchOpUsage, policies: Policies, produced: int) -> TorchOpsVerdict:
-    """``usage`` under ``policies``, for a forward that returned ``produced`` elements in all.
+def judge_torch_ops(usage: TorchOpUsage, policies: Policies, produced: int, channels: int = 0) -> TorchOpsVerdict:
+    """``usage`` under ``policies``, for a forward that returned ``produced`` elements in all,
+    of a module whose largest 1-D parameter or buffer holds ``channels`` elements.
 
     ``strict``: every compute op is disallowed. ``library``: library ops are allowed; the
     other compute ops are allowed together, as glue, when the elements they touched (the
-    largest tensor of each call, summed) are at most ``GLUE_SHARE`` × ``produced`` (never
-    less than :data:`GLUE_MIN_BUDGET`) and none
+    largest tensor of each call, summed) are within :func:`~kgen.evals.policies.glue_budget`
+    and none
     hands data out of torch (``Tensor.numpy`` ...); otherwise all of them are disallowed.
     """
     if policies.torch_ops is not TorchOps.LIBRARY:
@@ -228,7 +231,7 @@ def judge_torch_ops(usage: TorchOpUsage, policies: Policies, produced: int) -> T
         policy=TorchOps.LIBRARY,
         library_ops=dict(usage.library_ops),
         glue_elements=sum(usage.touched.values()),
-        glue_budget=max(int(GLUE_SHARE * produced), GLUE_MIN_BUDGET),
+        glue_budget=glue_budget(produced, channels),
     )
     escapes = any(not op.startswith("aten.") for op in rest)
     if escapes or verdict.glue_elements > verdict.glue_budget:

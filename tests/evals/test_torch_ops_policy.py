@@ -14,11 +14,11 @@ import torch
 import torch.nn.functional as F
 
 from kgen.evals.harness import EvalOptions, evaluate
-from kgen.evals.policies import GLUE_SHARE, Policies, TorchOps
+from kgen.evals.policies import GLUE_MIN_BUDGET, GLUE_SHARE, Policies, TorchOps, glue_budget
 from kgen.evals.result import RejectionClass, Verdict
 from kgen.evals.static_rules import check_candidate_source
 from kgen.evals.static_rules.names import LIBRARY_ATEN_OPS, LIBRARY_FUNCTIONS, LIBRARY_TORCH_NAMES
-from kgen.evals.torch_usage import GLUE_MIN_BUDGET, judge_torch_ops, record_torch_ops
+from kgen.evals.torch_usage import judge_torch_ops, record_torch_ops
 
 LIBRARY = Policies(torch_ops=TorchOps.LIBRARY)
 STRICT = Policies()
@@ -191,6 +191,27 @@ def test_glue_on_a_per_channel_vector_is_allowed_and_reported():
     assert verdict.glue_ops == {"aten.mul.Tensor": 1}
     assert verdict.glue_elements == 4 and verdict.glue_budget == max(int(GLUE_SHARE * produced), GLUE_MIN_BUDGET)
     assert judge_torch_ops(usage, STRICT, produced).compute_ops.keys() >= {"aten.mul.Tensor"}
+
+
+def test_glue_budget_covers_two_per_channel_vectors_however_many_channels():
+    """A bias of 4096 channels on a 32-row trial is 3% of the output: over the share and the
+    fixed floor, still glue; the same elements of the input are not (KernelBench-like channel
+    counts, the out_features=1025 trial CI drew)."""
+    for channels, produced in [(1025, 32 * 1025), (4096, 32 * 4096), (16384, 2 * 16384)]:
+        assert glue_budget(produced, channels) >= 2 * channels
+        assert glue_budget(produced, 0) < channels + 1 or channels <= GLUE_MIN_BUDGET
+    bias, x, w = torch.randn(1025), torch.randn(32, 1025), torch.randn(1025, 1025)
+
+    def forward():
+        return F.linear(x, w, bias * 1.0)
+
+    usage, produced = _usage(forward)
+    assert judge_torch_ops(usage, LIBRARY, produced, channels=1025).compute_ops == {}
+    # without a per-channel vector of that size, 1025 touched elements exceed 2% of 33k and the floor
+    assert judge_torch_ops(usage, LIBRARY, produced, channels=0).compute_ops == {"aten.mul.Tensor": 1}
+    # glue on the whole output stays over budget whatever the channel count
+    usage, produced = _usage(lambda: F.linear(x, w, bias) * 1.0)
+    assert judge_torch_ops(usage, LIBRARY, produced, channels=1025).compute_ops == {"aten.mul.Tensor": 1}
 
 
 @pytest.mark.parametrize(
