@@ -790,6 +790,9 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kgen.evals.process_lifecycle import start_parent_watchdog
+
+    start_parent_watchdog()  # a child whose kgen is gone must not run on, holding the GPU
     argv = sys.argv[1:] if argv is None else argv
     request = ChildRequest.model_validate_json(Path(argv[0]).read_text())
     run(request, Path(argv[1]))

@@ -23,6 +23,7 @@ from kgen.config import triton_cache_dir
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
 from kgen.evals.child import HEARTBEAT_FILE, STAGES, ChildReport, ChildRequest
 from kgen.evals.policies import PolicyError
+from kgen.evals.process_lifecycle import install_signal_handlers
 from kgen.evals.problem import ProblemError, ProblemInfo, consistent_sizes
 from kgen.evals.result import (
     EvalResult,
@@ -112,6 +113,7 @@ def evaluate(
     """
     options = options or EvalOptions()
     started = time.monotonic()
+    install_signal_handlers()  # a script's Ctrl-C or SIGTERM ends the verifier child too
     info = _resolve_problem(problem)
     candidate_path = Path(candidate).expanduser()
     if not candidate_path.is_file():

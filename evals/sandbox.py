@@ -1,7 +1,8 @@
 """A box for untrusted candidate code: a child process that can only cost itself.
 
 The child gets a hard wall-clock timeout (its whole process group is killed),
-an environment built from an allow-list with anything that looks like a
+a registration that ends it with kgen (``process_lifecycle.py``: signal handlers, a
+parent-death signal and a watchdog), an environment built from an allow-list with anything that looks like a
 credential removed, a fresh temporary working directory as its HOME and
 TMPDIR, resource limits (no core dumps, bounded file size, bounded address
 space on CPU runs) and, where the OS allows an unprivileged or root
@@ -24,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from kgen.evals.process_lifecycle import PARENT_PID_ENV, die_with_parent, register, unregister
 
 #: Environment variables a candidate may see (prefixes end in "_").
 ENV_ALLOW = (
@@ -82,8 +85,9 @@ def network_isolation_prefix() -> tuple[str, ...]:
     return (unshare, "-n") if probe.returncode == 0 else ()
 
 
-def _limit_resources(limits: SandboxLimits) -> None:
+def _limit_resources(limits: SandboxLimits, parent_pid: int) -> None:
     """Runs in the child between fork and exec."""
+    die_with_parent(parent_pid)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
     if limits.max_address_space_bytes:
@@ -124,6 +128,8 @@ def run_python_module(
     # No bytecode caches: the candidate's first `import triton` must not write into site-packages.
     env.update({"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     env.update(extra_env or {})
+    parent_pid = os.getpid()
+    env[PARENT_PID_ENV] = str(parent_pid)
     prefix = network_isolation_prefix() if limits.isolate_network else ()
     argv = [*prefix, sys.executable, "-m", module, *args]
     stdout_path, stderr_path = workdir / "stdout.txt", workdir / "stderr.txt"
@@ -138,14 +144,16 @@ def run_python_module(
             stdout=out,
             stderr=err,
             start_new_session=True,  # its own process group: a timeout kills its children too
-            preexec_fn=lambda: _limit_resources(limits),
+            preexec_fn=lambda: _limit_resources(limits, parent_pid),
         )
+        register(proc.pid, f"{module} (pid {proc.pid})")
         try:
             proc.wait(timeout=limits.timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
+        finally:
+            # after a timeout, an exit (its children left behind) or an interrupt of kgen itself
             _kill_group(proc)
-    _kill_group(proc)  # children left behind by a child that exited
     stdout_tail, stdout_bytes = _tail(stdout_path, limits.output_tail_bytes)
     stderr_tail, stderr_bytes = _tail(stderr_path, limits.output_tail_bytes)
     return SandboxOutcome(
@@ -168,3 +176,4 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+    unregister(proc.pid)

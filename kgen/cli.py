@@ -382,7 +382,10 @@ def _with_default_command(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    from kgen.evals.process_lifecycle import install_signal_handlers
     from kgen.knowledge_base.errors import KnowledgeBaseError
+
+    install_signal_handlers()  # SIGTERM, SIGINT, SIGHUP end the verifier children first
 
     try:
         app(args=_with_default_command(sys.argv[1:]), prog_name="kgen")

@@ -1,0 +1,181 @@
+"""Nothing left behind: a verifier child never outlives the kgen process that started it.
+
+The sandbox starts each child in a session of its own (so a timeout can kill the child's
+whole process group), which also means a signal to kgen's own process group never reaches
+it. Without the three guards below, ``kill -TERM`` on ``kgen eval`` (or Ctrl-C on an agent
+run) left the child running, holding the GPU memory it had allocated; a hung candidate left
+that way ran forever.
+
+* **Registry and handlers** (parent side): every live sandbox process group is registered;
+  SIGTERM, SIGINT and SIGHUP to kgen kill each registered group before kgen itself stops
+  (then chain: SIGINT becomes ``KeyboardInterrupt`` as before, SIGTERM/SIGHUP call the
+  previous handler or exit with 128 + the signal number). ``atexit`` does the same for a
+  normal exit with something still registered.
+* **Parent-death signal** (child side, Linux): ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` between
+  fork and exec, so even ``kill -KILL`` on kgen, where no handler runs, takes the child down.
+* **Watchdog** (child side, any OS): a daemon thread polls the parent pid and kills the
+  child's own process group (grandchildren included) when the parent is gone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+#: Linux prctl option: the signal the kernel sends this process when its parent thread dies.
+PR_SET_PDEATHSIG = 1
+#: How often the child's watchdog checks that its parent is still there.
+WATCHDOG_INTERVAL_S = 0.5
+#: Signals that end kgen and, first, its children.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: Environment variable carrying the parent's pid to the child's watchdog.
+PARENT_PID_ENV = "KGEN_PARENT_PID"
+
+_lock = threading.Lock()
+_groups: dict[int, str] = {}  # process-group id -> what it is, for the message
+_installed = False
+_previous: dict[int, object] = {}
+
+
+# ----------------------------------------------------------------------------------------
+# Parent side: the registry of live children, and the handlers that end them
+# ----------------------------------------------------------------------------------------
+
+
+def register(pgid: int, what: str) -> None:
+    """A sandbox child's process group is alive and must not outlive kgen."""
+    with _lock:
+        _groups[pgid] = what
+
+
+def unregister(pgid: int) -> None:
+    with _lock:
+        _groups.pop(pgid, None)
+
+
+def live_groups() -> dict[int, str]:
+    with _lock:
+        return dict(_groups)
+
+
+def kill_registered() -> list[str]:
+    """SIGKILL every registered process group; what was stopped, for the message."""
+    with _lock:
+        groups = dict(_groups)
+        _groups.clear()
+    stopped = []
+    for pgid, what in groups.items():
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            stopped.append(what)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return stopped
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    stopped = kill_registered()
+    name = signal.Signals(signum).name
+    if stopped:
+        sys.stderr.write(f"kgen: {name} received; stopped {len(stopped)} verifier process(es): {', '.join(stopped)}\n")
+        sys.stderr.flush()
+    previous = _previous.get(signum)
+    if signum == signal.SIGINT:
+        if callable(previous) and previous is not signal.default_int_handler:
+            previous(signum, frame)
+            return
+        raise KeyboardInterrupt
+    if callable(previous):
+        previous(signum, frame)
+        return
+    if previous == signal.SIG_IGN:
+        return
+    sys.stderr.write(f"kgen: stopped by {name}\n")
+    sys.stderr.flush()
+    raise SystemExit(128 + signum)  # not os._exit: temporary directories are still removed
+
+
+def install_signal_handlers() -> bool:
+    """End registered children on SIGTERM, SIGINT and SIGHUP, then behave as before.
+
+    Idempotent; a no-op (False) outside the main thread, where Python cannot set handlers.
+    """
+    global _installed
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    with _lock:
+        if _installed:
+            return True
+        _installed = True
+    for signum in ENDING_SIGNALS:
+        _previous[signum] = signal.getsignal(signum)
+        signal.signal(signum, _on_signal)
+    atexit.register(kill_registered)
+    return True
+
+
+# ----------------------------------------------------------------------------------------
+# Child side: die with the parent
+# ----------------------------------------------------------------------------------------
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Between fork and exec: ask the kernel for SIGKILL when the parent dies (Linux), and
+    exit at once if the parent is already gone (the signal would never come)."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _watch(parent_pid: int, interval_s: float, on_orphaned: Callable[[], None]) -> None:
+    while True:
+        if os.getppid() != parent_pid:
+            on_orphaned()
+            return
+        time.sleep(interval_s)
+
+
+def _kill_own_group() -> None:
+    try:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    finally:
+        os._exit(1)
+
+
+def start_parent_watchdog(parent_pid: int | None = None, interval_s: float = WATCHDOG_INTERVAL_S) -> bool:
+    """In the child: a daemon thread that kills this process group once the parent is gone.
+
+    ``parent_pid`` defaults to the pid the sandbox passed in :data:`PARENT_PID_ENV` (a
+    network-isolation wrapper may sit between); False when no parent pid is known.
+    """
+    if parent_pid is None:
+        text = os.environ.get(PARENT_PID_ENV, "")
+        if not text.isdigit():
+            return False
+        parent_pid = int(text)
+    if os.getppid() != parent_pid:
+        _kill_own_group()
+    thread = threading.Thread(
+        target=_watch, args=(parent_pid, interval_s, _kill_own_group), name="kgen-parent-watchdog", daemon=True
+    )
+    thread.start()
+    return True

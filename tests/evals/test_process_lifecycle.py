@@ -1,0 +1,172 @@
+"""Nothing left behind: a signal to kgen, or kgen's death, ends its verifier children.
+
+Each case starts a real ``kgen eval`` on a candidate that never returns, waits for the
+sandboxed verifier child, records every descendant while kgen lives (the child runs in a
+session of its own, so it is found by parent links, never by name), signals kgen, and
+requires every recorded process gone within seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kgen.evals import process_lifecycle
+from kgen.evals.process_lifecycle import install_signal_handlers, kill_registered, live_groups, register
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+RELU = FIXTURES / "problems" / "relu_kernelbench.py"
+HANGS = FIXTURES / "candidates" / "relu_hangs.py"
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state) of a live process; None once it is gone (a zombie counts as gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[1]), fields[0]) if fields[0] not in ("Z", "X") else None
+
+
+def _descendants(root: int) -> set[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None:
+            parents[int(entry)] = stat[0]
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _start_kgen_on_a_hung_candidate(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kgen.cli", "eval", str(RELU), str(HANGS), "--device", "cpu", "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        children = _descendants(proc.pid)
+        if any("kgen.evals.child" in _cmdline(pid) for pid in children):
+            time.sleep(1.0)  # let it get into the candidate's loop
+            return proc, _descendants(proc.pid) | children
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    proc.kill()
+    out, err = proc.communicate()
+    pytest.fail(f"the verifier child never appeared: {err[-2000:]}")
+
+
+def _wait_gone(pids: set[int], seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        alive = {pid for pid in alive if _stat(pid) is not None}
+        time.sleep(0.1)
+    return alive
+
+
+@pytest.mark.parametrize(
+    ("sig", "codes"),
+    [(signal.SIGTERM, {143}), (signal.SIGHUP, {129}), (signal.SIGINT, {130})],
+    ids=["SIGTERM", "SIGHUP", "SIGINT"],
+)
+def test_a_signal_to_kgen_ends_its_verifier_child(tmp_path, sig, codes):
+    proc, children = _start_kgen_on_a_hung_candidate(tmp_path)
+    assert children, "no descendant recorded"
+    proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = _wait_gone(children, 10)
+    assert not left, f"still running after {sig.name}: {[_cmdline(p) for p in left]}"
+    assert proc.returncode in codes, (proc.returncode, err[-1500:])
+    assert f"{sig.name} received; stopped 1 verifier process" in err, err[-1500:]
+
+
+def test_killing_kgen_outright_still_ends_its_verifier_child(tmp_path):
+    """SIGKILL runs no handler: the child's parent-death signal and watchdog end it."""
+    proc, children = _start_kgen_on_a_hung_candidate(tmp_path)
+    proc.kill()
+    proc.communicate(timeout=20)
+    left = _wait_gone(children, 10)
+    assert not left, f"orphans after SIGKILL: {[_cmdline(p) for p in left]}"
+
+
+def test_the_watchdog_ends_a_child_whose_parent_is_gone(tmp_path):
+    """Without the parent-death signal (not Linux, or an intermediate process), the watchdog
+    alone notices: a grandchild started with a watchdog on its vanished parent kills its group."""
+    script = tmp_path / "orphan.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from kgen.evals.process_lifecycle import start_parent_watchdog\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    parent = os.getppid()\n"
+        "    start_parent_watchdog(parent, interval_s=0.1)\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(1.0)\n"  # the grandchild's watchdog is running; now its parent goes
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    grandchild = int(done.stdout.split()[0])
+    assert not _wait_gone({grandchild}, 5), "the watchdog did not end the orphan"
+
+
+def test_the_registry_kills_a_registered_group_and_forgets_it():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    register(proc.pid, "a sleeper")
+    try:
+        assert proc.pid in live_groups()
+        assert kill_registered() == ["a sleeper"]
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        assert proc.pid not in live_groups()
+        assert kill_registered() == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_handlers_install_once_and_only_in_the_main_thread():
+    import threading
+
+    results = []
+    thread = threading.Thread(target=lambda: results.append(install_signal_handlers()))
+    thread.start()
+    thread.join()
+    assert results == [False]
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        assert install_signal_handlers() is True
+        handler = signal.getsignal(signal.SIGTERM)
+        assert install_signal_handlers() is True
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        for signum, previous in process_lifecycle._previous.items():
+            signal.signal(signum, previous)
+        process_lifecycle._installed = False
+        assert signal.getsignal(signal.SIGTERM) == before
