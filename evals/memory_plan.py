@@ -1,0 +1,185 @@
+"""How much device memory verifying a problem takes, known before anything is allocated.
+
+KernelBench's level-1 sizes were enlarged until single inputs are gigabytes (ReLU: 4096 x
+393216 fp32, 6.4 GB). kgen's checks hold more than the problem itself — a pristine copy of
+the inputs for the mutation check, the candidate's outputs from two calls, the reference in
+the problem's dtypes and in fp64 — and with everything on the device a 6.4 GB input took
+~72 GB of an 80 GB H100. So the plan comes first, from meta tensors (shapes and dtypes, no
+storage): the problem's inputs, outputs and parameters, what each way of running the checks
+would hold on the device, and the choice between them for the memory the device has free.
+
+Two ways to run the reference (:class:`ReferencePlacement`):
+
+* ``device``: the reference and its fp64 twin run beside the candidate (fast; the default
+  whenever it fits);
+* ``host``: the reference runs on the host in fp64, the pristine input copy is kept on the
+  host, and each comparison brings the candidate's output to the host; the device then holds
+  only the inputs, the candidate's copy of them and its outputs (about 2x the inputs plus 3x
+  the outputs: under the 3x-of-inputs-plus-outputs target).
+
+Where even ``host`` does not fit, kgen cannot judge the problem on this device: the verdict is
+``inconclusive (harness_oom)`` before the candidate runs, never a rejection.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+#: Share of the device's free memory a plan may use: the allocator's fragmentation, the
+#: CUDA context's own growth and the candidate's scratch buffers need the rest.
+DEVICE_HEADROOM = 0.8
+
+
+class ReferencePlacement(str, Enum):
+    DEVICE = "device"
+    HOST = "host"
+
+
+class MemoryPlan(BaseModel):
+    """A problem's memory at one set of sizes, from meta tensors."""
+
+    sizes: dict[str, int] = Field(default_factory=dict)
+    inputs_bytes: int = 0
+    #: None: the reference's forward could not run on meta tensors (an op without a meta kernel)
+    outputs_bytes: int | None = None
+    parameters_bytes: int = 0
+    #: bytes of the inputs and outputs were they fp64 (the reference's twin), floating point only
+    inputs_fp64_bytes: int = 0
+    outputs_fp64_bytes: int | None = None
+    #: why the plan is partial ("" when complete)
+    note: str = ""
+
+    @property
+    def problem_bytes(self) -> int:
+        """The problem's own footprint: its inputs and outputs (the ≤ 3x target's unit)."""
+        return self.inputs_bytes + (self.outputs_bytes or 0)
+
+    def device_peak(self, placement: ReferencePlacement) -> int:
+        """What kgen's checks hold on the device at once, by placement.
+
+        ``device``: the inputs, the candidate's copy and the pristine copy (3 I), parameters of
+        reference and candidate and the fp64 twin's, the candidate's outputs of two calls plus
+        the last trial's kept for the stale-output check (3 O), the reference's outputs (O),
+        the fp64 inputs and outputs (I64 + O64), and one fp64 output of comparison scratch.
+        ``host``: the inputs and the candidate's copy (2 I), parameters twice, the outputs of
+        two calls and the last trial's (3 O).
+        """
+        i, o, p = self.inputs_bytes, self.outputs_bytes or 0, self.parameters_bytes
+        o64 = self.outputs_fp64_bytes or 0
+        if placement is ReferencePlacement.DEVICE:
+            return 3 * i + 3 * p + 4 * o + self.inputs_fp64_bytes + 2 * o64
+        return 2 * i + 2 * p + 3 * o
+
+    def host_peak(self, placement: ReferencePlacement) -> int:
+        """What the host holds for the checks: nothing much with a device reference; with a host
+        reference, the pristine inputs, the fp64 inputs, parameters and outputs, and one output
+        brought over for comparison with its fp64 difference."""
+        if placement is ReferencePlacement.DEVICE:
+            return 0
+        i, o, o64 = self.inputs_bytes, self.outputs_bytes or 0, self.outputs_fp64_bytes or 0
+        return i + self.inputs_fp64_bytes + 2 * self.parameters_bytes + 2 * o + 3 * o64
+
+
+class MemoryDecision(BaseModel):
+    placement: ReferencePlacement
+    #: the predicted device peak for that placement, and the memory it was judged against
+    predicted_peak_bytes: int
+    budget_bytes: int | None
+    fits: bool
+    why: str
+
+
+def _bytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_bytes(v) for v in value.values())
+    return 0
+
+
+def _fp64_bytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * 8 if value.is_floating_point() else _bytes(value)
+    if isinstance(value, (list, tuple)):
+        return sum(_fp64_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_fp64_bytes(v) for v in value.values())
+    return 0
+
+
+def plan_memory(path: str | Path, sizes: dict[str, int] | None = None) -> MemoryPlan:
+    """The plan at ``sizes`` (default: the problem's own), with nothing allocated.
+
+    ``get_inputs()``, ``Model(*get_init_inputs())`` and the forward run under
+    ``torch.device("meta")``: factory calls then make meta tensors. A problem that builds
+    inputs another way (a host tensor it converts, a numpy array) still yields its real
+    tensors' sizes; a forward that cannot run on meta leaves ``outputs_bytes`` unknown.
+    """
+    import torch
+
+    from kgen.evals.problem import load_problem
+
+    problem = load_problem(path, sizes)
+    plan = MemoryPlan(sizes=dict(problem.sizes))
+    with torch.device("meta"):
+        inputs = problem.get_inputs()
+        plan.inputs_bytes, plan.inputs_fp64_bytes = _bytes(inputs), _fp64_bytes(inputs)
+        try:
+            model = problem.model_class(*problem.get_init_inputs())
+        except Exception:  # noqa: BLE001 - the problem's own code (an .item() while building)
+            model = None
+    if model is None:
+        # Built for real on the host (its parameters are small next to the inputs), then moved to meta.
+        try:
+            model = problem.model_class(*problem.get_init_inputs()).to("meta")
+        except Exception as exc:  # noqa: BLE001
+            plan.note = f"Model(*get_init_inputs()) does not build ({type(exc).__name__}: {str(exc)[:120]})"
+            return plan
+    with torch.device("meta"):
+        if isinstance(model, torch.nn.Module):
+            plan.parameters_bytes = sum(_bytes(t) for t in [*model.parameters(), *model.buffers()])
+        meta_inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
+        try:
+            with torch.no_grad():
+                outputs = model(*meta_inputs)
+        except Exception as exc:  # noqa: BLE001 - an op without a meta kernel, a data-dependent shape
+            plan.note = f"the forward does not run on meta tensors ({type(exc).__name__}: {str(exc)[:120]})"
+            return plan
+    plan.outputs_bytes, plan.outputs_fp64_bytes = _bytes(outputs), _fp64_bytes(outputs)
+    return plan
+
+
+def choose_placement(plan: MemoryPlan, free_bytes: int | None) -> MemoryDecision:
+    """``device`` when its predicted peak fits :data:`DEVICE_HEADROOM` of the free memory,
+    else ``host`` (fits or not: the caller turns a plan that does not fit into harness_oom).
+    No budget (a CPU run): ``device``, which on the CPU is the host anyway."""
+    device_peak = plan.device_peak(ReferencePlacement.DEVICE)
+    if free_bytes is None:
+        return MemoryDecision(placement=ReferencePlacement.DEVICE, predicted_peak_bytes=device_peak,
+                              budget_bytes=None, fits=True, why="no device budget (CPU run)")
+    budget = int(DEVICE_HEADROOM * free_bytes)
+    if device_peak <= budget:
+        return MemoryDecision(placement=ReferencePlacement.DEVICE, predicted_peak_bytes=device_peak,
+                              budget_bytes=budget, fits=True,
+                              why=f"reference on the device: {_gb(device_peak)} predicted of {_gb(budget)} usable")
+    host_peak = plan.device_peak(ReferencePlacement.HOST)
+    return MemoryDecision(
+        placement=ReferencePlacement.HOST, predicted_peak_bytes=host_peak, budget_bytes=budget,
+        fits=host_peak <= budget,
+        why=(f"reference on the host: with it on the device {_gb(device_peak)} would be needed, "
+             f"{_gb(budget)} usable; on the host {_gb(host_peak)}"),
+    )
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB"
