@@ -86,6 +86,8 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise-equal, NaN included (compare storage bits, not float equality)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
+    if a.device != b.device:  # a pristine copy kept on the host for a problem too big to copy on the device
+        b = b.to(a.device)
     return bool(bitwise_equal(a, b).all())
 
 
@@ -166,11 +168,14 @@ def call_candidate(
     poison_like: Sequence[torch.Tensor] = (),
     execute_kernels: bool = True,
     policies: Policies | None = None,
+    pristine_device: torch.device | None = None,
 ) -> CallEvidence:
     """Run ``candidate(*copies of inputs)`` under every watch; never raises for the candidate.
 
-    ``compute_ops`` are the torch ops ``policies`` (default: strict) does not allow."""
-    saved = copy_inputs(inputs)
+    ``compute_ops`` are the torch ops ``policies`` (default: strict) does not allow.
+    ``pristine_device``: where the copy of the inputs kept for the mutation check lives
+    (default: beside them; the host when the device has no room for it)."""
+    saved = copy_inputs(inputs, pristine_device)
     args = copy_inputs(inputs)
     poison_allocator(poison_like, device)
     outputs: list[Any] = []

@@ -35,6 +35,7 @@ from kgen.evals.failure_diagnosis import (
     name_failure,
     probe_precision,
 )
+from kgen.evals.memory_plan import MemoryReport
 from kgen.evals.policies import Policies, Precision
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.result import (
@@ -89,6 +90,7 @@ class ChildReport(ResultModel):
     kernels: list[KernelReport] = Field(default_factory=list)
     train_check: dict[str, Any] | None = None
     bench: dict[str, Any] | None = None
+    memory: MemoryReport | None = None
     rejection: RejectionClass | None = None
     inconclusive: InconclusiveCause | None = None
     reason: str = ""
@@ -130,11 +132,16 @@ class _Evaluation:
             import triton  # noqa: F401 - imported by kgen, so its first-import work is not the candidate's
 
         from kgen.evals.candidate_guard import CandidateGuard
+        from kgen.evals.memory_report import DeviceMemory
 
         self.torch = torch
         self.device = torch.device(request.device)
+        self.memory = DeviceMemory(torch, self.device, request.problem_path)
+        #: the sizes of the inputs made last: where their reference runs follows from them
+        self.sizes_now: dict[str, int] = dict(request.size_sets[0])
         self.module: Any = None
         self.first_launches: list[KernelLaunch] = []
+        self._held_before_call: int | None = None
         self.candidate_path = Path(request.candidate_path)
         cache = os.environ.get("TRITON_CACHE_DIR", str(Path(request.workdir) / ".triton"))
         from kgen.backends.targets import resolve_target
@@ -168,6 +175,7 @@ class _Evaluation:
             torch.ones(1, device=self.device).sum().item()
 
     def save(self) -> None:
+        self.report.memory = self.memory.finish()
         _write(self.report, self.report_path)
 
     def stage(self, name: str, status: StageStatus, message: str, started: float, **evidence: Any):
@@ -322,12 +330,14 @@ class _Evaluation:
                 ) from exc
             raise
         self.worst = max([self.worst, *(o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300) for o in trial.outputs)])
+        del trial
+        self.memory.free_between_trials()
         return False
 
-    def _to_device(self, value: Any, upcast: bool = False) -> Any:
+    def _to_device(self, value: Any, upcast: bool = False, device: Any = None) -> Any:
         torch = self.torch
         if isinstance(value, torch.Tensor):
-            value = value.to(self.device)
+            value = value.to(self.device if device is None else device)
             if upcast and value.is_floating_point():
                 value = value.to(torch.float64)
         return value
@@ -337,6 +347,8 @@ class _Evaluation:
         from kgen.evals.input_distributions import apply_distribution, distribution_generator
         from kgen.evals.layout import copy_inputs
 
+        self.memory.decision(problem.sizes)  # a problem this device cannot hold ends here, before allocating
+        self.sizes_now = dict(problem.sizes)
         self.torch.manual_seed(seed)
         inputs = apply_distribution(distribution, problem.get_inputs(), distribution_generator(seed, distribution))
         return copy_inputs(inputs, self.device)
@@ -383,13 +395,21 @@ class _Evaluation:
         from kgen.evals.compare import flatten_outputs
         from kgen.evals.layout import copy_inputs
 
+        where = self.memory.reference_device(self.sizes_now)
+        on_host = where != self.device
         with self.torch.no_grad():
-            args = copy_inputs(inputs)
-            native = flatten_outputs(reference(*args))
+            # With the reference on the host (the device has no room for it and its fp64 twin),
+            # a host copy runs, and its state (running statistics) is handed back after.
+            model = copy.deepcopy(reference).to(where) if on_host else reference
+            args = copy_inputs(inputs, where if on_host else None)
+            native = flatten_outputs(model(*args))
             self.reference_aliases = set(aliased_outputs(native, args))
+            del args
             ref64 = flatten_outputs(
-                copy.deepcopy(reference).double()(*[self._to_device(x, upcast=True) for x in inputs])
+                copy.deepcopy(model).double()(*[self._to_device(x, upcast=True, device=where) for x in inputs])
             )
+            if on_host:
+                reference.load_state_dict(model.state_dict())
         return native, ref64
 
     def _runtime_error(self, exc: BaseException, what: str) -> Rejected:
@@ -418,12 +438,10 @@ class _Evaluation:
             )
 
     def _raise_if_interpreter_limit(self, exc: BaseException, what: str) -> None:
-        if isinstance(exc, self.torch.OutOfMemoryError):
-            raise Inconclusive(
-                InconclusiveCause.OUT_OF_MEMORY,
-                f"the device ran out of memory while the candidate ran ({str(exc).splitlines()[0][:160]}; {what}): "
-                "no verdict; `--small` judges it at smaller sizes",
-            ) from exc
+        from kgen.evals.memory_report import is_out_of_memory
+
+        if is_out_of_memory(exc):
+            raise self.memory.whose_oom(exc, what, by_candidate=True, held_before=self._held_before_call) from exc
         limit = self.backend.interpreter_limit(exc) if self.device.type == "cpu" else None
         if limit is not None:
             raise Inconclusive(
@@ -434,9 +452,10 @@ class _Evaluation:
     def _call(self, candidate, inputs, poison_like, what: str, execute: bool = True, aliases: bool = True):
         from kgen.evals.candidate_call import call_candidate
 
+        self._held_before_call = self.memory.held_bytes()
         evidence = call_candidate(
             candidate, inputs, self.backend, self.guard, self.device, poison_like, execute_kernels=execute,
-            policies=self.request.policies,
+            policies=self.request.policies, pristine_device=self.memory.reference_device(self.sizes_now),
         )
         self._raise_guard_violation()
         if evidence.error is not None:
@@ -783,6 +802,16 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
             evaluation.report.inconclusive = exc.cause
             evaluation.report.reason = str(exc)
             evaluation.stage(name, StageStatus.SKIPPED, f"inconclusive: {exc}", started)
+            break
+        except Exception as exc:
+            from kgen.evals.memory_report import is_out_of_memory
+
+            if not is_out_of_memory(exc):
+                raise
+            # the candidate's own calls are judged inside `_call`: what reaches here is kgen's
+            oom = evaluation.memory.whose_oom(exc, f"during {name}", by_candidate=False, held_before=None)
+            evaluation.report.inconclusive, evaluation.report.reason = oom.cause, str(oom)
+            evaluation.stage(name, StageStatus.SKIPPED, f"inconclusive: {oom}", started)
             break
     evaluation.report.finished = True
     evaluation.save()

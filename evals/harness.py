@@ -23,8 +23,8 @@ from kgen.config import triton_cache_dir
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
 from kgen.evals.child import HEARTBEAT_FILE, STAGES, ChildReport, ChildRequest
 from kgen.evals.policies import PolicyError
-from kgen.evals.process_lifecycle import install_signal_handlers
 from kgen.evals.problem import ProblemError, ProblemInfo, consistent_sizes
+from kgen.evals.process_lifecycle import install_signal_handlers
 from kgen.evals.result import (
     EvalResult,
     InconclusiveCause,
@@ -192,6 +192,7 @@ def evaluate(
         kernels=report.kernels,
         train_check=report.train_check,
         bench=report.bench,
+        memory=report.memory,
         kgen_version=kgen.__version__,
         policies=policies,
     )

@@ -29,6 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+#: The peak kgen aims for, as a multiple of the problem's inputs + outputs.
+TARGET_PEAK_RATIO = 3.0
 #: Share of the device's free memory a plan may use: the allocator's fragmentation, the
 #: CUDA context's own growth and the candidate's scratch buffers need the rest.
 DEVICE_HEADROOM = 0.8
@@ -91,6 +93,38 @@ class MemoryDecision(BaseModel):
     budget_bytes: int | None
     fits: bool
     why: str
+
+
+class MemoryReport(BaseModel):
+    device: str = "cpu"
+    #: the problem's inputs and outputs at the largest sizes verified (from the plan)
+    inputs_bytes: int = 0
+    outputs_bytes: int | None = None
+    #: the device's peak over the whole evaluation; None on a CPU run (not measured)
+    peak_bytes: int | None = None
+    #: free device memory when the verifier started
+    free_bytes_at_start: int | None = None
+    #: where the fp64 reference ran, per size set ("device" or "host"), and why
+    placements: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def problem_bytes(self) -> int:
+        return self.inputs_bytes + (self.outputs_bytes or 0)
+
+    @property
+    def peak_ratio(self) -> float | None:
+        """Peak over inputs + outputs (None when either is unknown)."""
+        if self.peak_bytes is None or not self.problem_bytes:
+            return None
+        return self.peak_bytes / self.problem_bytes
+
+    def describe(self) -> str:
+        if self.peak_bytes is None:
+            return "device peak not measured on the CPU"
+        ratio = self.peak_ratio
+        return (f"device peak {self.peak_bytes / 1e9:.2f} GB"
+                + (f" ({ratio:.2f}x the problem's inputs + outputs)" if ratio is not None else ""))
 
 
 def _bytes(value: Any) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgen.backends.base import KernelReport
+from kgen.evals.memory_plan import MemoryReport
 from kgen.evals.policies import Policies
 
 
@@ -86,7 +87,9 @@ class InconclusiveCause(str, Enum):
     NEEDS_GPU = "needs_gpu"  # the CPU interpreter cannot run what the kernel uses; a GPU can judge it
     HARNESS_ERROR = "harness_error"  # kgen's own work failed (a bug or a limit of the verifier)
     CPU_TIME_LIMIT = "cpu_time_limit"  # the CPU interpreter ran out of time on a kernel that was passing
-    OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory while the verifier ran
+    OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory; whose allocation is not known
+    HARNESS_OOM = "harness_oom"  # kgen's own checks (reference, copies, comparison) did not fit
+    CANDIDATE_OOM = "candidate_oom"  # the candidate's call exhausted memory while kgen stayed within its plan
 
 
 class Inconclusive(Exception):
@@ -170,6 +173,8 @@ class EvalResult(ResultModel):
     train_check: dict[str, Any] | None = None
     #: timings at the default sizes (candidate, eager, torch.compile), speed-of-light; GPU only
     bench: dict[str, Any] | None = None
+    #: device memory the evaluation held: peak over the problem's inputs + outputs (``memory_plan.py``)
+    memory: MemoryReport | None = None
     seconds: float = 0.0
     kgen_version: str = ""
 
