@@ -18,7 +18,12 @@ from pathlib import Path
 import pytest
 
 from kgen.evals import process_lifecycle
-from kgen.evals.process_lifecycle import install_signal_handlers, kill_registered, live_groups, register
+from kgen.evals.process_lifecycle import (
+    install_signal_handlers,
+    kill_registered,
+    live_groups,
+    register,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RELU = FIXTURES / "problems" / "relu_kernelbench.py"
