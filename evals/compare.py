@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -91,6 +92,67 @@ def outside_tolerance(
     return _Difference(out, ref64, _tolerance(out.dtype, precision, 1.0)).bad
 
 
+#: Elements compared at once: outputs of gigabytes are compared chunk by chunk, so the fp64
+#: temporaries of a comparison stay ~1 GB whatever the output's size, and a reference kept on
+#: the host is brought to the output's device one chunk at a time.
+COMPARE_CHUNK = 1 << 25
+
+
+class _Totals:
+    """What a comparison needs from every element, accumulated chunk by chunk in fp64."""
+
+    def __init__(self) -> None:
+        self.ref_sq = self.diff_sq = self.native_sq = 0.0
+        self.max_abs, self.worst_flat = -1.0, 0
+        self.bad = self.bad_nonfinite = 0
+
+
+def _ratio_of_norms(num_sq: float, den_sq: float) -> float:
+    """||diff|| / ||ref|| from sums of squares (0/0 is 0, x/0 is inf), as ``_rel_l2``."""
+    if den_sq == 0.0:
+        return 0.0 if num_sq == 0.0 else float("inf")
+    return math.sqrt(num_sq) / math.sqrt(den_sq)
+
+
+def _chunked_difference(
+    out: torch.Tensor, ref64: torch.Tensor, ref_native: torch.Tensor | None, tol: Tolerance
+) -> _Totals:
+    """The elementwise rules of :class:`_Difference`, over chunks of the flattened tensors,
+    computed on the output's device. Two passes: the reference's RMS (the absolute part of the
+    tolerance scales with it) first, then every element against its allowance."""
+    device = out.device
+    got_flat, ref_flat = out.detach().reshape(-1), ref64.detach().reshape(-1)
+    native_flat = ref_native.detach().reshape(-1) if ref_native is not None and ref_native.dtype.is_floating_point else None
+    n = got_flat.numel()
+    totals = _Totals()
+    spans = [(start, min(n, start + COMPARE_CHUNK)) for start in range(0, n, COMPARE_CHUNK)]
+    for start, end in spans:
+        ref = ref_flat[start:end].to(device, torch.float64)
+        totals.ref_sq += float(torch.where(torch.isfinite(ref), ref, 0.0).pow(2).sum().item())
+    rms = math.sqrt(totals.ref_sq / n) if n else 0.0
+    for start, end in spans:
+        ref = ref_flat[start:end].to(device, torch.float64)
+        got = got_flat[start:end].to(device, torch.float64)
+        finite = torch.isfinite(ref)
+        bad_nonfinite = finite & ~torch.isfinite(got)
+        # Where the reference itself is non-finite, the candidate must match it exactly.
+        nonfinite_mismatch = ~finite & ~((got == ref) | (torch.isnan(got) & torch.isnan(ref)))
+        ref_f = torch.where(finite, ref, 0.0)
+        diff = (torch.where(finite, got, 0.0) - ref_f).abs()
+        diff = torch.where(torch.isnan(diff), float("inf"), diff)
+        bad = (diff > tol.rtol * ref_f.abs() + tol.atol * rms) | bad_nonfinite | nonfinite_mismatch
+        totals.bad += int(bad.sum().item())
+        totals.bad_nonfinite += int(bad_nonfinite.sum().item())
+        totals.diff_sq += float(diff.pow(2).sum().item())
+        peak, where = diff.max(dim=0)
+        if float(peak.item()) > totals.max_abs:
+            totals.max_abs, totals.worst_flat = float(peak.item()), start + int(where.item())
+        if native_flat is not None:
+            native = native_flat[start:end].to(device, torch.float64)
+            totals.native_sq += float((torch.where(finite, native, 0.0) - ref_f).pow(2).sum().item())
+    return totals
+
+
 def compare_output(
     index: int,
     out: torch.Tensor,
@@ -106,20 +168,17 @@ def compare_output(
     conditioning check judges an fp64 output by half of its problem dtype's tolerance);
     ``precision`` is the evaluation's precision policy."""
     tol = _tolerance(dtype or out.dtype, precision, scale)
-    d = _Difference(out, ref64, tol)
-    ref_finite, bad_nonfinite, ref_f, diff, elem_bad = d.ref_finite, d.bad_nonfinite, d.ref_f, d.diff, d.bad
-    ref = ref64.detach().to(torch.float64)
-    rel_l2 = _rel_l2(diff, ref_f)
-    max_abs = diff.max().item() if diff.numel() else 0.0
-    worst = (
-        [int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)] if diff.numel() else []
-    )
+    totals = _chunked_difference(out, ref64, ref_native, tol)
+    n = out.numel()
+    rel_l2 = _ratio_of_norms(totals.diff_sq, totals.ref_sq)
+    max_abs = totals.max_abs if n else 0.0
+    worst = [int(i) for i in torch.unravel_index(torch.tensor(totals.worst_flat), tuple(out.shape))] if n else []
     native_err = None
     if ref_native is not None and ref_native.dtype.is_floating_point:
-        native = ref_native.detach().to(ref.device, torch.float64)
-        native_err = _rel_l2(torch.where(ref_finite, native, torch.zeros_like(native)) - ref_f, ref_f)
-    mismatched_count = int(elem_bad.sum().item())
-    mismatched = mismatched_count / max(elem_bad.numel(), 1)
+        native_err = _ratio_of_norms(totals.native_sq, totals.ref_sq)
+    mismatched_count = totals.bad
+    mismatched = mismatched_count / max(n, 1)
+    bad_nonfinite_count = totals.bad_nonfinite
     return OutputComparison(
         index=index,
         shape=list(out.shape),
@@ -129,7 +188,7 @@ def compare_output(
         worst_index=worst,
         mismatched_fraction=mismatched,
         mismatched_count=mismatched_count,
-        nonfinite_count=int(bad_nonfinite.sum().item()),
+        nonfinite_count=bad_nonfinite_count,
         tolerance_rel_l2=tol.rel_l2,
         reference_dtype_rel_l2_error=native_err,
         passed=bool(rel_l2 <= tol.rel_l2 and mismatched == 0.0),
