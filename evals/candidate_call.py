@@ -60,15 +60,24 @@ def clone_value(value: Any) -> Any:
     return value.clone() if isinstance(value, torch.Tensor) else value
 
 
+#: Elements per chunk of a fingerprint (fp64 temporaries of ~0.5 GB at most).
+FINGERPRINT_CHUNK = 1 << 26
+
+
 def fingerprint(outputs: Sequence[Any]) -> list[torch.Tensor]:
     """Checksums queued on the current stream right at return: cheap, and they see only
     work that finished in stream order."""
     prints = []
     for out in outputs:
         if isinstance(out, torch.Tensor) and out.numel():
-            values = out.detach().reshape(-1).to(torch.float64)
-            values = torch.nan_to_num(values, nan=1.2345e300)
-            prints.append(values.sum() + (values * 1.000001).abs().sum())
+            flat = out.detach().reshape(-1)
+            total = torch.zeros((), dtype=torch.float64, device=flat.device)
+            # chunk by chunk, accumulated on the device without a sync: the fp64 temporaries of
+            # a multi-gigabyte output stay bounded, and the sums still run in stream order
+            for start in range(0, flat.numel(), FINGERPRINT_CHUNK):
+                values = torch.nan_to_num(flat[start:start + FINGERPRINT_CHUNK].to(torch.float64), nan=1.2345e300)
+                total = total + values.sum() + (values * 1.000001).abs().sum()
+            prints.append(total)
         else:
             prints.append(torch.zeros((), dtype=torch.float64))
     return prints

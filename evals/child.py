@@ -578,7 +578,10 @@ class _Evaluation:
         trial.passed = True
         trial.seconds = time.monotonic() - started
         self.passed_distributions.add(distribution)
-        self.previous_outputs = list(after.outputs)
+        # kept for the next trial's poison shapes and stale-output diagnosis; on the host when
+        # the device has no room for the reference (its outputs are gigabytes)
+        pristine = self.memory.reference_device(self.sizes_now)
+        self.previous_outputs = [o.to(pristine) if isinstance(o, self.torch.Tensor) else o for o in after.outputs]
         self.save()
         return trial
 

@@ -196,10 +196,17 @@ def poisoned_allocations() -> Iterator[AllocationLog]:
         yield log
 
 
+#: Above this size, one poisoned block per output instead of two.
+LARGE_POISON_BYTES = 1 << 30
+
+
 def poison_allocator(like: Sequence[torch.Tensor], device: torch.device) -> None:
     """Fill and free blocks of the outputs' sizes so the CUDA caching allocator reuses poison."""
     if device.type != "cuda":
         return
-    blocks = [fill_poison(torch.empty_like(t, device=device)) for t in like for _ in range(2)]
+    # Two blocks of each size (a candidate's output and a scratch buffer alike), one for an
+    # output of gigabytes: its poison is a transient the memory plan has to pay for.
+    blocks = [fill_poison(torch.empty_like(t, device=device)) for t in like
+              for _ in range(1 if t.numel() * t.element_size() > LARGE_POISON_BYTES else 2)]
     torch.cuda.synchronize(device)
     del blocks
