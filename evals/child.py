@@ -79,6 +79,9 @@ class ChildRequest(BaseModel):
     bench_sizes: dict[str, int] | None = None
     workdir: str = "."
     policies: Policies = Field(default_factory=Policies)
+    #: the harness self-test: the candidate is the problem's own reference, so the rules that
+    #: demand a kernel are off (static rules, launches, torch compute, the ghost check)
+    reference_self_test: bool = False
 
 
 class ChildReport(ResultModel):
@@ -199,6 +202,9 @@ class _Evaluation:
             raise Rejected(
                 RejectionClass.LOAD_ERROR, f"syntax error in {self.candidate_path.name} line {exc.lineno}: {exc.msg}"
             ) from exc
+        if self.request.reference_self_test:
+            self.stage("static", StageStatus.PASSED, "self-test: the reference as the candidate, kernel rules off", started)
+            return
         violations = check_candidate_source(source, self.candidate_path.name, self.request.policies)
         if violations:
             # Every violation, not the first only: a fix for one should not meet the next one later.
@@ -274,7 +280,8 @@ class _Evaluation:
                 for alone in fallbacks.get(repr(sorted(sizes.items())), []):
                     self._run_trial(alone, distribution, seed, generated=True)
         first = self._problem(self.request.size_sets[0])
-        self._ghost_check(first, self.request.seeds[0])
+        if not self.request.reference_self_test:
+            self._ghost_check(first, self.request.seeds[0])
         # The plain calls before the cache probe: both run uninstrumented, and a candidate that
         # is honest only while watched is then named for that, not for what its cheat looks like.
         sequence = run_call_sequence(self, first, self.request.seeds[0] + 31337)
@@ -460,7 +467,9 @@ class _Evaluation:
         self._raise_guard_violation()
         if evidence.error is not None:
             raise self._runtime_error(evidence.error, what)
-        if execute and not evidence.launches:
+        if self.request.reference_self_test:
+            evidence.compute_ops, evidence.host_reads = {}, 0
+        elif execute and not evidence.launches:
             self._raise_if_cpu_fallback(what)
             raise Rejected(RejectionClass.NO_KERNEL_LAUNCH, f"forward launched no {self.backend.name} kernel ({what})")
         if evidence.compute_ops:

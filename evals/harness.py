@@ -61,6 +61,9 @@ class EvalOptions(BaseModel):
     #: policy overrides (``evals/policies.py``); None: the problem's declaration, else the default
     precision: str | None = None
     torch_ops: str | None = None
+    #: harness self-test (``evals/self_test.py``): the candidate is the problem's reference, and
+    #: the rules that demand a kernel are off; every correctness check still runs
+    reference_self_test: bool = False
 
 
 def resolve_device(device: str) -> str:
@@ -154,6 +157,7 @@ def evaluate(
             bench_sizes=dict(info.sizes),
             workdir=str(box),
             policies=policies,
+            reference_self_test=options.reference_self_test,
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
         request_path.write_text(request.model_dump_json())

@@ -230,11 +230,22 @@ def bench_command(
     timeout: Annotated[float, typer.Option(help="Time limit per candidate, seconds.", min=1)] = 600.0,
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     torch_ops: Annotated[str | None, typer.Option("--torch-ops", help=TORCH_OPS_HELP)] = None,
+    self_test: Annotated[
+        bool,
+        typer.Option("--self-test", help="Evaluate each problem's own reference as the candidate (kernel rules off, "
+                     "every correctness check on): proves kgen can judge every problem; writes self_test.md."),
+    ] = False,
 ) -> None:
     """Verify and time a suite of problems; report fast_p, geomean speedups and %SOL.
 
     Every candidate goes through the verifier first; only verified kernels are timed
     (on a GPU, against eager PyTorch and torch.compile, the same way, in the same process).
+
+    Examples:
+
+      kgen bench KernelBench/level1 --candidates my_solutions/level1
+
+      kgen bench --self-test KernelBench/level2 --out selftest-l2
     """
     import datetime
     import shlex
@@ -276,9 +287,19 @@ def bench_command(
         if no_verify:
             fail_usage("--no-verify on a machine without a GPU leaves nothing to run")
     options = EvalOptions(
-        device=resolved, bench=resolved == "cuda", small_sizes=small or resolved == "cpu", timeout_s=timeout,
-        n_seeds=1 if no_verify else 3, distributions=not no_verify, precision=precision, torch_ops=torch_ops,
+        device=resolved, bench=resolved == "cuda" and not self_test, small_sizes=small or resolved == "cpu",
+        timeout_s=timeout, n_seeds=1 if no_verify else 3, distributions=not no_verify, precision=precision,
+        torch_ops=torch_ops,
     )
+    command = "kgen bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    if self_test:
+        from kgen.evals.self_test import run_self_test
+
+        results = run_self_test(infos, options, out, command.strip(),
+                                progress=lambda line: console.print(line, highlight=False))
+        passed = sum(r.outcome == "passed" for r in results)
+        console.print(f"self-test: {passed} of {len(results)} passed; wrote {out / 'self_test.md'}", highlight=False)
+        raise typer.Exit(0 if passed == len(results) else 1)
     rows = []
     for number, info in enumerate(infos, 1):
         candidate = find_candidate(info, candidates)
@@ -290,7 +311,6 @@ def bench_command(
         rows.append(row)
         console.print(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}", highlight=False)
     summary = summarize(rows)
-    command = "kgen bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
     console.print((out / "suite.md").read_text() if (out / "suite.md").exists() else "")
     console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)
