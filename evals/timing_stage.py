@@ -49,6 +49,10 @@ def run_timing(ev) -> None:
         last["args"], last["out"] = args, candidate(*args)
         return last["out"]
 
+    from kgen.evals.gpu_sharing import gpu_neighbours
+
+    # Asked before timing: a timing beside another process's kernels is marked as shared.
+    neighbours = gpu_neighbours(pci_bus_id=getattr(torch.cuda.get_device_properties(ev.device), "pci_bus_id", None))
     measurements: dict[str, Any] = {}
     errors: dict[str, str] = {}
     with torch.no_grad():
@@ -106,7 +110,11 @@ def run_timing(ev) -> None:
         "measurements": measurements,
         "errors": errors,
         "sol": sol.model_dump() if sol is not None else None,
+        "shared_gpu": neighbours.describe(),
+        "gpu_check": "NVML" if neighbours.available else f"not checked: {neighbours.reason}",
     }
+    if neighbours.describe():
+        errors["shared_gpu"] = neighbours.describe()
     speedups = ", ".join(
         f"{measurements[name]['median_ms'] / result.median_ms:.2f}x vs {name}" for name in ("eager", "torch.compile")
         if name in measurements
