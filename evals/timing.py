@@ -87,6 +87,12 @@ L2_FALLBACK_BYTES = 256 * 1024 * 1024
 DEFERRED_RATIO = 1.5
 #: below this much hidden time (ms) the synchronize's own jitter dominates
 DEFERRED_MIN_EXCESS_MS = 0.01
+#: The most of a call's own host time (ms) a synced window may spend with the GPU idle while
+#: the host is still issuing the call's launches. Timed trials queue ahead and never pay it;
+#: a synced trial starts the clock before the call, so an honest kernel with ~100 us of Python
+#: and launch overhead measured sync ratios up to 2.1. Work hidden on a side stream or a
+#: thread is GPU time on top of that, whatever the host does.
+HOST_LAUNCH_ALLOWANCE_MS = 0.1
 
 
 class TimingUnavailable(RuntimeError):
@@ -264,11 +270,15 @@ def plan_trials(per_trial_s: float, budget_s: float, min_trials: int, max_trials
     return max(min_trials, min(max_trials, int(budget_s / per_trial_s)))
 
 
-def deferred_work(event_ms: float, sync_ms: float, overhead_ms: float) -> tuple[float, str | None]:
-    """``(sync_ratio, flag or None)`` from the event median, the synced median and the bare sync."""
+def deferred_work(
+    event_ms: float, sync_ms: float, overhead_ms: float, host_call_ms: float = 0.0
+) -> tuple[float, str | None]:
+    """``(sync_ratio, flag or None)`` from the event median, the synced median, the bare sync and
+    the host time of one call (its launch overhead, up to :data:`HOST_LAUNCH_ALLOWANCE_MS`, is
+    not hidden work: the GPU idles while the host issues the call)."""
     excess_ms = max(sync_ms - overhead_ms, 0.0)
     ratio = excess_ms / event_ms if event_ms > 0 else (math.inf if excess_ms > 0 else 1.0)
-    hidden_ms = excess_ms - event_ms
+    hidden_ms = excess_ms - event_ms - min(max(host_call_ms, 0.0), HOST_LAUNCH_ALLOWANCE_MS)
     if ratio > DEFERRED_RATIO and hidden_ms > DEFERRED_MIN_EXCESS_MS:
         return ratio, (
             f"deferred_work: time with a device-wide sync is {ratio:.1f}x the event time "
@@ -436,21 +446,12 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
         # Same window with a device-wide synchronize before the end event, interleaved with
         # the same window around no call (the synchronize's own cost).
         sync_trials = max(5, min(50, done // 5))
-        synced, bare = [], []
-        for _ in range(sync_trials):
-            for with_call, out in ((True, synced), (False, bare)):
-                start, end = clock.event(), clock.event()
-                clock.flush()
-                clock.record(start)
-                if with_call:
-                    call()
-                clock.synchronize()
-                clock.record(end)
-                clock.synchronize()
-                out.append(clock.elapsed_ms(start, end))
-        sync_median = statistics.median(synced)
-        overhead_median = statistics.median(bare)
-        sync_ratio, flag = deferred_work(stats["median_ms"], sync_median, overhead_median)
+        # A flag must hold on a second, fresh series: one disturbed series never rejects a kernel.
+        for _ in range(2):
+            sync_median, overhead_median, host_median = _sync_series(clock, call, sync_trials)
+            sync_ratio, flag = deferred_work(stats["median_ms"], sync_median, overhead_median, host_median)
+            if flag is None:
+                break
         if flag:
             flags.append(flag)
 
@@ -477,6 +478,26 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
         device_name=clock.device_name,
         budget_s=budget_s,
     )
+
+
+def _sync_series(clock: Any, call: Callable[[], None], n: int) -> tuple[float, float, float]:
+    """Medians of ``n`` synced windows (record start, call, device-wide synchronize, record end),
+    of the same window around no call, interleaved, and of the call's host time in ms."""
+    synced, bare, host = [], [], []
+    for _ in range(n):
+        for with_call, out in ((True, synced), (False, bare)):
+            start, end = clock.event(), clock.event()
+            clock.flush()
+            clock.record(start)
+            if with_call:
+                t0 = clock.now()
+                call()
+                host.append((clock.now() - t0) * 1000.0)
+            clock.synchronize()
+            clock.record(end)
+            clock.synchronize()
+            out.append(clock.elapsed_ms(start, end))
+    return statistics.median(synced), statistics.median(bare), statistics.median(host)
 
 
 def _require_cuda() -> None:

@@ -124,6 +124,30 @@ def test_sync_ratio_flags_hidden_work_but_not_the_synchronizes_own_cost():
     assert deferred_work(event_ms=1.0, sync_ms=1.41, overhead_ms=0.01)[1] is None
 
 
+@pytest.mark.parametrize(
+    ("event_ms", "sync_ms", "host_call_ms"),
+    [(0.17, 0.265, 0.12),   # RMSNorm backward mutation, measured ratio ~1.5 with ~100 us of launch overhead
+     (0.01, 0.031, 0.03),   # a 10 us kernel at ratio 2.1: Python and launch overhead, not hidden work
+     (0.03, 0.10, 0.08)],   # three small launches: the GPU idled while the host issued them (3.3x)
+    ids=["rmsnorm_bwd_1.5x", "tiny_kernel_2.1x", "three_small_launches_3.3x"],
+)
+def test_launch_overhead_of_an_honest_kernel_is_not_deferred_work(event_ms, sync_ms, host_call_ms):
+    ratio, flag = deferred_work(event_ms, sync_ms, 0.0, host_call_ms)
+    assert ratio > 1.5 and flag is None
+
+
+@pytest.mark.parametrize(
+    ("event_ms", "sync_ms", "host_call_ms"),
+    [(0.01, 1.0, 0.02),     # four copies on a side stream, returned at once
+     (0.2, 1.5, 0.05),      # half the work finished by a background thread
+     (0.01, 0.6, 3.0)],     # a host that waits on other work: only 0.1 ms of its time is excused
+    ids=["side_stream", "thread_finishes", "slow_host_hides_gpu_work"],
+)
+def test_hidden_gpu_work_is_still_deferred_work(event_ms, sync_ms, host_call_ms):
+    _, flag = deferred_work(event_ms, sync_ms, 0.0, host_call_ms)
+    assert flag is not None and flag.startswith("deferred_work")
+
+
 # --------------------------------------------------------------------------------------
 # The loop on a fake clock (events read the host clock; "synchronize" runs deferred work)
 # --------------------------------------------------------------------------------------
