@@ -432,6 +432,7 @@ class Runner:
             bench=on_gpu,
             train_check=self.options.train_check and full,
             timeout_s=self.options.eval_timeout_s,
+            baseline_cache_dir=str(self.run.path / "baselines"),
         )
 
     def load_eval(self, candidate_id: str, name: str = "eval.json"):

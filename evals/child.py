@@ -82,6 +82,8 @@ class ChildRequest(BaseModel):
     #: the harness self-test: the candidate is the problem's own reference, so the rules that
     #: demand a kernel are off (static rules, launches, torch compute, the ghost check)
     reference_self_test: bool = False
+    #: a run's folder of baseline timings (``baseline_cache.py``); None: measure them here
+    baseline_cache_dir: str | None = None
 
 
 class ChildReport(ResultModel):

@@ -64,6 +64,9 @@ class EvalOptions(BaseModel):
     #: harness self-test (``evals/self_test.py``): the candidate is the problem's reference, and
     #: the rules that demand a kernel are off; every correctness check still runs
     reference_self_test: bool = False
+    #: a folder where the baselines' timings are kept for the run (the agent's run directory):
+    #: measured once per problem, sizes and device, not once per candidate; None measures afresh
+    baseline_cache_dir: str | None = None
 
 
 def resolve_device(device: str) -> str:
@@ -158,6 +161,7 @@ def evaluate(
             workdir=str(box),
             policies=policies,
             reference_self_test=options.reference_self_test,
+            baseline_cache_dir=options.baseline_cache_dir,
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
         request_path.write_text(request.model_dump_json())

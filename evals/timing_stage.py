@@ -16,10 +16,25 @@ from kgen.evals.result import Rejected, RejectionClass, StageStatus
 TIMING_INPUT_SETS = 3
 
 
+def _comparable(ev, problem, torch) -> dict[str, Any]:
+    """What makes two baseline timings comparable: the problem file, its sizes and policies,
+    the device and the library versions (a cache key's parts)."""
+    import triton
+
+    from kgen.evals.baseline_cache import file_digest
+
+    return {
+        "problem": file_digest(ev.request.problem_path), "sizes": problem.sizes,
+        "policies": ev.request.policies.describe(), "device": torch.cuda.get_device_name(ev.device),
+        "torch": torch.__version__, "triton": triton.__version__,
+    }
+
+
 def run_timing(ev) -> None:
     """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
     problem's default sizes; judge the figures before reporting them."""
     from kgen.backends.targets import UnknownTargetError, resolve_target
+    from kgen.evals.baseline_cache import cache_key, cached
     from kgen.evals.baselines import BaselineUnavailable, liger_baseline
     from kgen.evals.compare import compare_output, failure_of, flatten_outputs
     from kgen.evals.problem import load_problem
@@ -75,11 +90,17 @@ def run_timing(ev) -> None:
             baselines.append(("liger", liger_baseline(problem)))
         except BaselineUnavailable as exc:
             errors["liger"] = f"not measured: {exc}"
+        same = _comparable(ev, problem, torch)
         for name, fn in baselines:
             try:
-                measurements[name] = time_on_gpu(fn, input_sets, budget_s=2.0).model_dump()
+                outcome = cached(ev.request.baseline_cache_dir, cache_key(**same, baseline=name),
+                                 lambda fn=fn: time_on_gpu(fn, input_sets, budget_s=2.0).model_dump())
             except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
                 errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                continue
+            measurements[name] = {**outcome.value, "reused": outcome.reused, "age_s": round(outcome.age_s, 1)}
+            if outcome.drift:
+                errors[f"{name} drift"] = outcome.drift
     if any(flag.startswith("timer_patched") for flag in result.flags):
         raise Rejected(RejectionClass.TIMING_ATTACK, f"the timers were tampered with: {'; '.join(result.flags)}")
     if any(flag.startswith("deferred_work") for flag in result.flags):
@@ -90,8 +111,12 @@ def run_timing(ev) -> None:
         target = resolve_target(torch.cuda.get_device_name(ev.device))
         sol = speed_of_light(
             problem.bytes_moved(), problem.flops(), target, dtype,
-            measured_bandwidth_tbs=measure_copy_bandwidth(ev.device),
-            measured_matrix_tflops=measure_matmul_tflops(ev.device),
+            measured_bandwidth_tbs=cached(
+                ev.request.baseline_cache_dir, cache_key(device=same["device"], figure="copy_tbs"),
+                lambda: {"tbs": measure_copy_bandwidth(ev.device)}).value["tbs"],
+            measured_matrix_tflops=cached(
+                ev.request.baseline_cache_dir, cache_key(device=same["device"], figure="matmul_tflops"),
+                lambda: {"tflops": measure_matmul_tflops(ev.device)}).value["tflops"],
         )
     except UnknownTargetError as exc:
         errors["sol"] = f"no speed-of-light: {exc}"

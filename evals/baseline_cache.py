@@ -1,0 +1,106 @@
+"""Baselines measured once per run, not once per candidate.
+
+In the agent's loop every candidate of a problem is compared with the same eager PyTorch,
+``torch.compile`` and Liger, on the same GPU, at the same sizes. Re-timing them for each
+candidate cost most of an evaluation (``torch.compile`` recompiles in every fresh process,
+and the device's copy bandwidth and matmul rate were re-measured each time), and made the
+"vs torch.compile" figure drift between candidates of one run. So a run keeps them in a
+directory it owns: an entry is reused until it is :data:`MAX_AGE_S` old or has served
+:data:`MAX_USES` evaluations, then measured again; a re-measure whose p10-p90 interval does
+not overlap the old one is reported as drift. The candidate itself is always timed fresh.
+
+Several evaluations may run at once: entries are written to a temporary file and renamed
+into place, and an unreadable entry is measured again, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+#: Re-measure a baseline after this long: a GPU's clocks and neighbours change over a run.
+MAX_AGE_S = 1800.0
+#: ...or after serving this many evaluations, so a long run still samples the device again.
+MAX_USES = 25
+
+
+class CachedValue(BaseModel):
+    key: str
+    measured_at: float
+    uses: int = 0
+    value: dict[str, Any]
+
+
+class CacheOutcome(BaseModel):
+    value: dict[str, Any]
+    reused: bool
+    age_s: float = 0.0
+    #: set when a re-measure's interval does not overlap the previous measurement's
+    drift: str | None = None
+
+
+def cache_key(**parts: Any) -> str:
+    """A stable key from the parts that make a measurement comparable."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def file_digest(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _read(path: Path) -> CachedValue | None:
+    try:
+        return CachedValue.model_validate_json(path.read_text())
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+def _write(path: Path, entry: CachedValue) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(entry.model_dump_json())
+    os.replace(tmp, path)
+
+
+def _interval(value: dict[str, Any]) -> tuple[float, float] | None:
+    low, high = value.get("p10_ms"), value.get("p90_ms")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+        return float(low), float(high)
+    return None
+
+
+def _drift(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    a, b = _interval(old), _interval(new)
+    if a is None or b is None or (a[0] <= b[1] and b[0] <= a[1]):
+        return None
+    return (f"drift: re-measured p10-p90 {b[0]:.4f}-{b[1]:.4f} ms, previously {a[0]:.4f}-{a[1]:.4f} ms "
+            "(the device's speed changed during the run)")
+
+
+def cached(
+    directory: str | Path | None, key: str, measure: Callable[[], dict[str, Any]], now: Callable[[], float] = time.time
+) -> CacheOutcome:
+    """The cached value for ``key``, or ``measure()`` stored under it. No directory: measured."""
+    if directory is None:
+        return CacheOutcome(value=measure(), reused=False)
+    path = Path(directory) / f"{key}.json"
+    entry = _read(path)
+    t = now()
+    if entry is not None and entry.key == key and t - entry.measured_at < MAX_AGE_S and entry.uses < MAX_USES:
+        entry.uses += 1
+        _write(path, entry)
+        return CacheOutcome(value=entry.value, reused=True, age_s=max(0.0, t - entry.measured_at))
+    value = measure()
+    drift = _drift(entry.value, value) if entry is not None and entry.key == key else None
+    _write(path, CachedValue(key=key, measured_at=t, uses=1, value=value))
+    return CacheOutcome(value=value, reused=False, drift=drift)
