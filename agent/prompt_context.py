@@ -397,31 +397,20 @@ def measurements_from_result(result: EvalResult) -> Measurements:
     verifier ran (none on a CPU run: nothing is invented), and the compiled kernels' resources."""
     kernels = kernel_lines(result.kernels)
     bench = result.bench
-    if not bench:
+    if bench is None:
         return Measurements(kernels=kernels)
-    timings = bench.get("measurements") or {}
-    time_ms = _median(timings, "candidate")
-    eager_ms = _median(timings, "eager")
-    compile_ms = _median(timings, "torch.compile")
-    sol = bench.get("sol") or {}
     return Measurements(
-        time_ms=time_ms,
-        eager_ms=eager_ms,
-        compile_ms=compile_ms,
-        pct_sol=sol.get("pct_of_sol"),
-        achieved_tbs=sol.get("achieved_tbs"),
-        achieved_tflops=sol.get("achieved_tflops"),
-        floor_ms=sol.get("floor_ms"),
-        bound=sol.get("bound"),
-        device=bench.get("device_name") or None,
+        time_ms=bench.median("candidate"),
+        eager_ms=bench.median("eager"),
+        compile_ms=bench.median("torch.compile"),
+        pct_sol=bench.sol_value("pct_of_sol"),
+        achieved_tbs=bench.sol_value("achieved_tbs"),
+        achieved_tflops=bench.sol_value("achieved_tflops"),
+        floor_ms=bench.sol_value("floor_ms"),
+        bound=bench.sol_value("bound"),
+        device=bench.device_name or None,
         kernels=kernels,
     )
-
-
-def _median(timings: dict[str, Any], name: str) -> float | None:
-    entry = timings.get(name)
-    value = entry.get("median_ms") if isinstance(entry, dict) else None
-    return float(value) if value is not None else None
 
 
 def _ratio(baseline_ms: float | None, kernel_ms: float | None) -> float | None:

@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.evals.bench_result import BenchResult
 from kgen.evals.failure_diagnosis import (
     diagnose,
     explain,
@@ -94,7 +95,7 @@ class ChildReport(ResultModel):
     trials: list[Trial] = Field(default_factory=list)
     kernels: list[KernelReport] = Field(default_factory=list)
     train_check: dict[str, Any] | None = None
-    bench: dict[str, Any] | None = None
+    bench: BenchResult | None = None
     memory: MemoryReport | None = None
     rejection: RejectionClass | None = None
     inconclusive: InconclusiveCause | None = None

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgen.backends.base import KernelReport
+from kgen.evals.bench_result import BenchResult
 from kgen.evals.memory_plan import MemoryReport
 from kgen.evals.policies import Policies
 
@@ -172,7 +173,7 @@ class EvalResult(ResultModel):
     #: the training check's loss curves and verdict, when it ran
     train_check: dict[str, Any] | None = None
     #: timings at the default sizes (candidate, eager, torch.compile), speed-of-light; GPU only
-    bench: dict[str, Any] | None = None
+    bench: BenchResult | None = None
     #: device memory the evaluation held: peak over the problem's inputs + outputs (``memory_plan.py``)
     memory: MemoryReport | None = None
     seconds: float = 0.0

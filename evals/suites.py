@@ -124,13 +124,6 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _median(measurement: Any) -> float | None:
-    if not isinstance(measurement, dict) or measurement.get("error"):
-        return None
-    ms = _number(measurement.get("median_ms"))
-    return ms if ms is not None and ms > 0 else None
-
-
 def _ratio(baseline_ms: float | None, candidate_ms: float | None) -> float | None:
     if baseline_ms is None or candidate_ms is None:
         return None
@@ -153,28 +146,27 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
         "reason": result.reason,
         "policies": result.policies.describe(),
     }
-    bench = getattr(result, "bench", None)
-    if not isinstance(bench, dict):
+    bench = result.bench
+    if bench is None:
         return SuiteRow(**row)
 
-    measurements = bench.get("measurements") or {}
     flags: list[str] = []
     times: dict[str, float | None] = {}
     for key, label in (("candidate", "candidate"), ("eager", "eager"),
                        ("torch.compile", "compile"), ("liger", "liger")):
-        meas = measurements.get(key)
-        times[label] = _median(meas)
-        if isinstance(meas, dict) and meas.get("error"):
-            flags.append(f"{key}: {meas['error']}")
-    candidate_meas = measurements.get("candidate")
-    if isinstance(candidate_meas, dict):
-        flags = [str(f) for f in candidate_meas.get("flags") or []] + flags
-    for key, why in (bench.get("errors") or {}).items():
+        meas = bench.measurements.get(key)
+        times[label] = bench.median(key)
+        if meas is not None and meas.error:
+            flags.append(f"{key}: {meas.error}")
+    candidate_meas = bench.measurements.get("candidate")
+    if candidate_meas is not None:
+        flags = [str(f) for f in candidate_meas.flags] + flags
+    for key, why in bench.errors.items():
         text = f"{key}: {why}"
         if text not in flags:
             flags.append(text)
 
-    sol = bench.get("sol") if isinstance(bench.get("sol"), dict) else {}
+    sol = bench.sol or {}
     row.update(
         candidate_ms=times["candidate"],
         eager_ms=times["eager"],
@@ -188,7 +180,7 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
         achieved_tflops=_number(sol.get("achieved_tflops")),
         sol_score=_number(sol.get("score")),
         flags=flags,
-        device_name=str(bench.get("device_name") or ""),
+        device_name=bench.device_name,
     )
     return SuiteRow(**row)
 

@@ -36,6 +36,7 @@ def run_timing(ev) -> None:
     from kgen.backends.targets import UnknownTargetError, resolve_target
     from kgen.evals.baseline_cache import cache_key, cached
     from kgen.evals.baselines import BaselineUnavailable, liger_baseline
+    from kgen.evals.bench_result import BenchResult
     from kgen.evals.compare import compare_output, failure_of, flatten_outputs
     from kgen.evals.problem import load_problem
     from kgen.evals.sol import faster_than_light, speed_of_light, with_measurement
@@ -129,7 +130,7 @@ def run_timing(ev) -> None:
                 "a time the hardware cannot reach is a measurement being fooled, not a record",
             )
         sol = with_measurement(sol, result.median_ms, baseline_ms=eager_ms)
-    ev.report.bench = {
+    ev.report.bench = BenchResult.model_validate({
         "device_name": torch.cuda.get_device_name(ev.device),
         "sizes": problem.sizes,
         "measurements": measurements,
@@ -137,12 +138,11 @@ def run_timing(ev) -> None:
         "sol": sol.model_dump() if sol is not None else None,
         "shared_gpu": neighbours.describe(),
         "gpu_check": "NVML" if neighbours.available else f"not checked: {neighbours.reason}",
-    }
+    })
     if neighbours.describe():
-        errors["shared_gpu"] = neighbours.describe()
+        ev.report.bench.errors["shared_gpu"] = neighbours.describe()
     speedups = ", ".join(
-        f"{measurements[name]['median_ms'] / result.median_ms:.2f}x vs {name}" for name in ("eager", "torch.compile")
-        if name in measurements
+        s.text for s in (ev.report.bench.speedup(name) for name in ("eager", "torch.compile")) if s is not None
     )
     pct = f", {sol.pct_of_sol:.0f}% of speed-of-light" if sol is not None and sol.pct_of_sol is not None else ""
     ev.stage("timing", StageStatus.PASSED, f"median {result.median_ms:.4f} ms ({speedups}{pct})", started)

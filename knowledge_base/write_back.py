@@ -82,7 +82,7 @@ def summarise_verification(result: EvalResult) -> VerificationSummary:
 
 def timing_from_result(result: EvalResult) -> Timing:
     """The timing stage's figures (GPU only); an empty Timing when none were measured."""
-    if not isinstance(result.bench, dict):
+    if result.bench is None:
         return Timing()
     from kgen.evals.catalog import resolve_problem
     from kgen.evals.suites import row_from_result
