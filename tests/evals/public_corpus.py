@@ -19,6 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fixtures" / "public"
+#: the unmodified KernelBench problem files the corpus's solutions were written for
+KERNELBENCH = ROOT / "tests" / "fixtures" / "kernelbench"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def entries() -> list[Entry]:
                 Entry(
                     id=raw["id"],
                     level=int(raw["level"]),
-                    problem=CORPUS / "problems" / raw["problem"],
+                    problem=KERNELBENCH / raw["problem"],
                     candidate=CORPUS / "candidates" / raw["candidate"],
                     judgement=raw["judgement"],
                     precision=needs.get("precision", "ieee"),
