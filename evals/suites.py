@@ -60,8 +60,14 @@ def scan_suite(path: str | Path | None) -> tuple[list[ProblemInfo], list[tuple[P
             infos.append(read_problem(file))
         except (ProblemError, SyntaxError, ValueError, OSError) as exc:
             skipped.append((file, str(exc)))
-    infos.sort(key=lambda info: (info.name, str(info.path)))
+    infos.sort(key=lambda info: (_number_prefix(info.name), info.name, str(info.path)))
     return infos, skipped
+
+
+def _number_prefix(name: str) -> int:
+    """KernelBench's ``19_ReLU`` sorts by its problem number (1, 2, ..., 10, not 1, 10, 2)."""
+    head = name.split("_", 1)[0]
+    return int(head) if head.isdigit() else -1
 
 
 def discover_suite(path: str | Path | None) -> list[ProblemInfo]:
@@ -73,13 +79,23 @@ def discover_suite(path: str | Path | None) -> list[ProblemInfo]:
 
 
 def find_candidate(info: ProblemInfo, candidates_dir: Path) -> Path | None:
-    """``<name>.py``, ``<file stem>.py``, ``<stem>_solution.py`` or ``<name>_solution.py`` in the folder."""
+    """``<name>.py``, ``<file stem>.py``, ``<stem>_solution.py`` or ``<name>_solution.py`` in the folder;
+    for a KernelBench file ``levelN/19_ReLU.py`` also ``levelN_19_ReLU.py`` and the naming of
+    public solution sets, ``level_N_problem_19_sample_<k>_kernel.py`` (the lowest sample)."""
     candidates_dir = Path(candidates_dir)
     stem = Path(info.path).stem
-    for name in (info.name, stem, f"{stem}_solution", f"{info.name}_solution"):
+    level = Path(info.path).parent.name
+    names = [info.name, stem, f"{stem}_solution", f"{info.name}_solution", f"{level}_{stem}"]
+    for name in names:
         file = candidates_dir / f"{name}.py"
         if file.is_file():
             return file
+    number = _number_prefix(stem)
+    if level.startswith("level") and level[5:].isdigit() and number >= 0:
+        samples = sorted(candidates_dir.glob(f"level_{level[5:]}_problem_{number}_sample_*_kernel.py"),
+                         key=lambda p: _number_prefix(p.stem.rsplit("_sample_", 1)[1]))
+        if samples:
+            return samples[0]
     return None
 
 

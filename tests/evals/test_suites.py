@@ -227,3 +227,25 @@ def test_no_timing_chart_says_timings_need_a_gpu(tmp_path):
     md = paths["md"].read_text()
     assert "timings need a GPU" in md.splitlines()[0]
     assert "| b | rejected (numerical_mismatch) | precision ieee, torch ops strict | - |" in md
+
+
+def test_a_kernelbench_level_folder_sorts_by_problem_number_and_finds_solutions_by_their_names(tmp_path):
+    from kgen.evals.suites import find_candidate, scan_suite
+
+    level = tmp_path / "level1"
+    level.mkdir()
+    source = (Path(__file__).resolve().parents[1] / "fixtures" / "kernelbench" / "level1" / "19_ReLU.py").read_text()
+    for name in ("1_A.py", "2_B.py", "10_C.py", "19_ReLU.py"):
+        (level / name).write_text(source)
+    infos, _ = scan_suite(level)
+    assert [i.name for i in infos] == ["1_A", "2_B", "10_C", "19_ReLU"]
+    sols = tmp_path / "sols"
+    sols.mkdir()
+    (sols / "level1_2_B.py").write_text("")
+    for sample in (3, 0, 12):
+        (sols / f"level_1_problem_10_sample_{sample}_kernel.py").write_text("")
+    (sols / "level_2_problem_19_sample_0_kernel.py").write_text("")  # another level's problem 19
+    found = {i.name: find_candidate(i, sols) for i in infos}
+    assert found["2_B"].name == "level1_2_B.py"
+    assert found["10_C"].name == "level_1_problem_10_sample_0_kernel.py"
+    assert found["1_A"] is None and found["19_ReLU"] is None
