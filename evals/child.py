@@ -36,7 +36,7 @@ from kgen.evals.failure_diagnosis import (
     name_failure,
     probe_precision,
 )
-from kgen.evals.memory_plan import MemoryReport
+from kgen.evals.memory_plan import MemoryReport, ReferencePlacement
 from kgen.evals.policies import Policies, Precision
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.result import (
@@ -360,6 +360,11 @@ class _Evaluation:
         self.memory.decision(problem.sizes)  # a problem this device cannot hold ends here, before allocating
         self.sizes_now = dict(problem.sizes)
         self.torch.manual_seed(seed)
+        if distribution == "normal" and self.memory.placement(problem.sizes) is ReferencePlacement.HOST:
+            # Gigabytes of inputs: drawn on the device from the same seed (reproducible there),
+            # not on the host and copied over; the other distributions transform on the host.
+            with self.torch.device(self.device):
+                return copy_inputs(problem.get_inputs(), self.device)
         inputs = apply_distribution(distribution, problem.get_inputs(), distribution_generator(seed, distribution))
         return copy_inputs(inputs, self.device)
 
