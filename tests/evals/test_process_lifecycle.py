@@ -159,19 +159,22 @@ def test_the_registry_kills_a_registered_group_and_forgets_it():
 def test_handlers_install_once_and_only_in_the_main_thread():
     import threading
 
-    results = []
-    thread = threading.Thread(target=lambda: results.append(install_signal_handlers()))
-    thread.start()
-    thread.join()
-    assert results == [False]
-    before = signal.getsignal(signal.SIGTERM)
+    saved = {signum: signal.getsignal(signum) for signum in process_lifecycle.ENDING_SIGNALS}
+    saved_state = (process_lifecycle._installed, dict(process_lifecycle._previous))
+    process_lifecycle._installed, process_lifecycle._previous = False, {}  # as in a fresh process
     try:
+        results = []
+        thread = threading.Thread(target=lambda: results.append(install_signal_handlers()))
+        thread.start()
+        thread.join()
+        assert results == [False] and not process_lifecycle._installed
         assert install_signal_handlers() is True
         handler = signal.getsignal(signal.SIGTERM)
+        assert handler is process_lifecycle._on_signal
         assert install_signal_handlers() is True
-        assert signal.getsignal(signal.SIGTERM) is handler
+        assert signal.getsignal(signal.SIGTERM) is handler  # idempotent: not wrapped twice
+        assert process_lifecycle._previous[signal.SIGTERM] is saved[signal.SIGTERM]  # chains to what was there
     finally:
-        for signum, previous in process_lifecycle._previous.items():
+        for signum, previous in saved.items():
             signal.signal(signum, previous)
-        process_lifecycle._installed = False
-        assert signal.getsignal(signal.SIGTERM) == before
+        process_lifecycle._installed, process_lifecycle._previous = saved_state[0], saved_state[1]
