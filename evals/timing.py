@@ -21,25 +21,22 @@ and the eager / ``torch.compile`` baselines alike, in the same process):
 * **Inputs rotated round-robin** over ``input_sets`` across warm-up, timed
   and sync trials alike, so no call uses the buffers of the call before it
   (given two or more sets). A flag says when consecutive sets share a tensor.
-* **Deferred work (sync ratio).** Events on one stream see only that stream:
-  a candidate that launches its work on a side stream (or from another
-  thread) and returns at once times as almost nothing. So a smaller number of
-  trials is also timed with the end event recorded *after* a device-wide
-  ``torch.cuda.synchronize()``: record start, call fn, synchronize the whole
-  device, record end. Both measurements use the same clock (events), the
-  same start point (right after the flush) and the same input rotation; the
-  only difference is whether the end waits for *all* device work. The bare
-  cost of that synchronize (start, synchronize, end around no call) is
-  measured interleaved with those trials and subtracted, so short kernels do
-  not look deferred merely because a synchronize costs a few microseconds.
-  ``sync_ratio`` = (sync median - bare sync median) / event median; the flag
-  ``deferred_work`` is raised when it exceeds 1.5 (CUDA-L2's ``defense.py``
-  threshold) and the hidden time exceeds 10 us (below that the bare-sync
-  jitter dominates). The host clock is not used for this comparison because
-  host-side launch overhead differs between a queue that runs ahead and one
-  that is drained every call, which would blur the one difference we want.
-  Work a background thread launches *after* the synchronize is not seen
-  here; the thread check below catches the thread.
+* **Deferred work.** Events on one stream see only that stream: a candidate
+  that launches its work on a side stream (or from another thread) and returns
+  at once times as almost nothing. So a smaller number of trials is also timed
+  with the end event recorded *after* a device-wide ``torch.cuda.synchronize()``
+  (record start, call, synchronize the whole device, record end), interleaved
+  with the same window around no call (the synchronize's own cost), and the
+  call's host time is taken in each. ``deferred_work.py`` decides from those
+  samples, against the same windows around an honest op timed in the same
+  process (:func:`calibrate_sync`, given as ``calibration``), and only when a
+  fresh second series agrees. The host clock is not used for the GPU side of
+  this comparison: host-side launch overhead differs between a queue that runs
+  ahead and one drained every call. Work a background thread launches *after*
+  the synchronize is not seen here; the thread check below catches the thread.
+  The synced windows are calls of their own: a candidate that defers only while
+  calls come back to back is caught instead by the timed loop's own wall time,
+  which its events and flushes must explain (``loop_wall.py``, again on two loops).
 * **Timer identity.** At import this module captures ``torch.cuda.Event``,
   its ``record``/``elapsed_time``/``synchronize``, ``torch.cuda.synchronize``
   and ``time.perf_counter``, and times only through those captured objects.
@@ -74,6 +71,8 @@ from typing import Any
 import torch
 from pydantic import Field
 
+from kgen.evals.deferred_work import SyncCalibration, SyncSeries, calibrate, judge, needs_remeasure
+from kgen.evals.loop_wall import LoopWall, judge_loops, needs_another_loop
 from kgen.evals.result import ResultModel
 
 NO_GPU_MESSAGE = (
@@ -83,17 +82,6 @@ NO_GPU_MESSAGE = (
 
 #: the flush buffer when the device does not report its L2 size
 L2_FALLBACK_BYTES = 256 * 1024 * 1024
-#: CUDA-L2's defense threshold: a device-wide synchronize makes the call this much slower
-DEFERRED_RATIO = 1.5
-#: below this much hidden time (ms) the synchronize's own jitter dominates
-DEFERRED_MIN_EXCESS_MS = 0.01
-#: The most of a call's own host time (ms) a synced window may spend with the GPU idle while
-#: the host is still issuing the call's launches. Timed trials queue ahead and never pay it;
-#: a synced trial starts the clock before the call, so an honest kernel with ~100 us of Python
-#: and launch overhead measured sync ratios up to 2.1. Work hidden on a side stream or a
-#: thread is GPU time on top of that, whatever the host does.
-HOST_LAUNCH_ALLOWANCE_MS = 0.1
-
 
 class TimingUnavailable(RuntimeError):
     """No CUDA GPU here: nothing can be timed, and no number is invented instead."""
@@ -116,9 +104,17 @@ class TimingResult(ResultModel):
     #: bytes written before each trial to flush L2
     l2_flush_bytes: int
     #: (median with a device-wide synchronize inside the window - bare synchronize) / median_ms;
-    #: None when not measured
+    #: None when not measured (reported; the deferred-work decision is ``deferred_work.judge``)
     sync_ratio: float | None = None
+    #: median GPU time per call past the timed stream's end, per synced series measured (ms)
+    sync_hidden_ms: list[float] = Field(default_factory=list)
+    #: the hidden time a series had to exceed to count as deferred work (ms)
+    sync_threshold_ms: float | None = None
+    #: the honest op the threshold was calibrated on; None: not calibrated
+    sync_calibration: SyncCalibration | None = None
     sync_trials: int = 0
+    #: per timed loop: wall time per call its events and flushes did not explain (ms; ``loop_wall.py``)
+    loop_unaccounted_ms: list[float] = Field(default_factory=list)
     #: raw median (ms) of the trials with a device-wide synchronize inside the window
     sync_median_ms: float | None = None
     #: median (ms) of the same window around no call: the synchronize's own cost
@@ -270,23 +266,6 @@ def plan_trials(per_trial_s: float, budget_s: float, min_trials: int, max_trials
     return max(min_trials, min(max_trials, int(budget_s / per_trial_s)))
 
 
-def deferred_work(
-    event_ms: float, sync_ms: float, overhead_ms: float, host_call_ms: float = 0.0
-) -> tuple[float, str | None]:
-    """``(sync_ratio, flag or None)`` from the event median, the synced median, the bare sync and
-    the host time of one call (its launch overhead, up to :data:`HOST_LAUNCH_ALLOWANCE_MS`, is
-    not hidden work: the GPU idles while the host issues the call)."""
-    excess_ms = max(sync_ms - overhead_ms, 0.0)
-    ratio = excess_ms / event_ms if event_ms > 0 else (math.inf if excess_ms > 0 else 1.0)
-    hidden_ms = excess_ms - event_ms - min(max(host_call_ms, 0.0), HOST_LAUNCH_ALLOWANCE_MS)
-    if ratio > DEFERRED_RATIO and hidden_ms > DEFERRED_MIN_EXCESS_MS:
-        return ratio, (
-            f"deferred_work: time with a device-wide sync is {ratio:.1f}x the event time "
-            f"({excess_ms:.4f} ms vs {event_ms:.4f} ms): work left on other streams or threads"
-        )
-    return ratio, None
-
-
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile ``q`` in [0, 100] of already sorted values."""
     if not sorted_values:
@@ -390,7 +369,7 @@ def _check_arguments(input_sets: Sequence[Sequence[Any]], budget_s: float, warmu
 
 def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *,
                  budget_s: float, warmup: int, min_trials: int, max_trials: int,
-                 check_sync: bool) -> TimingResult:
+                 check_sync: bool, calibration: SyncCalibration | None = None) -> TimingResult:
     sets = [tuple(s) for s in input_sets]
     flags = timer_integrity() + input_reuse_flags(sets)
     calls = 0
@@ -408,10 +387,12 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
     clock.flush()
     clock.synchronize()
     flush_s = clock.now() - t0
-    warm_s = []
+    warm_s, flush_warm_s = [], [flush_s]
     for _ in range(warmup):
+        t0 = clock.now()
         clock.flush()
         clock.synchronize()
+        flush_warm_s.append(clock.now() - t0)
         t0 = clock.now()
         call()
         clock.synchronize()
@@ -423,37 +404,40 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
     per_trial_s = flush_s + statistics.median(warm_s[1:] or warm_s)
     trials = plan_trials(per_trial_s, budget_s * (0.8 if check_sync else 1.0), min_trials, max_trials)
 
-    # Timed trials: one event pair each, nothing read until one final synchronize.
-    events = [(clock.event(), clock.event()) for _ in range(trials)]
-    deadline = clock.now() + 2 * budget_s + 1.0  # host-bound fn far slower than its warm-up
-    done = 0
-    for start, end in events:
-        clock.flush()
-        clock.record(start)
-        call()
-        clock.record(end)
-        done += 1
-        if done >= min_trials and clock.now() > deadline:
-            flags.append(f"budget_exceeded: stopped after {done} of {trials} planned trials")
-            break
-    clock.synchronize()
-    samples = [clock.elapsed_ms(s, e) for s, e in events[:done]]
+    # A flush timed around a synchronize on an idle device: at least its device time (the
+    # median leaves out the first, which may load the fill kernel).
+    flush_ms = statistics.median(flush_warm_s[1:] or flush_warm_s) * 1000.0
+    samples, loop, stopped = _timed_trials(clock, call, trials, min_trials, budget_s, flush_ms)
+    if stopped:
+        flags.append(stopped)
     stats = _stats(samples)
+    loop_judgement = None
+    if check_sync:
+        # The loop's own wall time must be explained by its events and flushes: work left
+        # behind only while the calls come back to back is not seen by the synced windows.
+        # A loop that is not explained is timed again, fresh, before anything is flagged.
+        loops = [loop]
+        while needs_another_loop(loops):
+            loops.append(_timed_trials(clock, call, trials, min_trials, budget_s, flush_ms)[1])
+        loop_judgement = judge_loops(loops)
+        if loop_judgement.flag:
+            flags.append(loop_judgement.flag)
 
-    sync_ratio = sync_median = overhead_median = None
+    judgement = None
+    sync_median = overhead_median = None
     sync_trials = 0
     if check_sync:
         # Same window with a device-wide synchronize before the end event, interleaved with
-        # the same window around no call (the synchronize's own cost).
-        sync_trials = max(5, min(50, done // 5))
-        # A flag must hold on a second, fresh series: one disturbed series never rejects a kernel.
-        for _ in range(2):
-            sync_median, overhead_median, host_median = _sync_series(clock, call, sync_trials)
-            sync_ratio, flag = deferred_work(stats["median_ms"], sync_median, overhead_median, host_median)
-            if flag is None:
-                break
-        if flag:
-            flags.append(flag)
+        # the same window around no call (the synchronize's own cost). A series that flags is
+        # measured again, fresh: one disturbed series never rejects a kernel.
+        sync_trials = max(5, min(50, len(samples) // 5))
+        series = [_sync_series(clock, call, sync_trials)]
+        while needs_remeasure(stats["median_ms"], series, calibration):
+            series.append(_sync_series(clock, call, sync_trials))
+        judgement = judge(stats["median_ms"], series, calibration)
+        sync_median, overhead_median = statistics.median(series[-1].synced_ms), statistics.median(series[-1].bare_ms)
+        if judgement.flag:
+            flags.append(judgement.flag)
 
     threads_end = thread_snapshot()
     for before, after, phase in ((threads_start, threads_warm, "warm-up"),
@@ -466,12 +450,16 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
 
     return TimingResult(
         **stats,
-        trials=done,
+        trials=len(samples),
         warmup=warmup,
         input_sets=len(sets),
         l2_flush_bytes=clock.flush_bytes,
-        sync_ratio=sync_ratio,
+        sync_ratio=judgement.sync_ratio if judgement else None,
+        sync_hidden_ms=judgement.hidden_ms if judgement else [],
+        sync_threshold_ms=judgement.threshold_ms if judgement else None,
+        sync_calibration=calibration if check_sync else None,
         sync_trials=sync_trials,
+        loop_unaccounted_ms=loop_judgement.unaccounted_ms if loop_judgement else [],
         sync_median_ms=sync_median,
         sync_overhead_ms=overhead_median,
         flags=flags,
@@ -480,9 +468,35 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
     )
 
 
-def _sync_series(clock: Any, call: Callable[[], None], n: int) -> tuple[float, float, float]:
-    """Medians of ``n`` synced windows (record start, call, device-wide synchronize, record end),
-    of the same window around no call, interleaved, and of the call's host time in ms."""
+def _timed_trials(clock: Any, call: Callable[[], None], trials: int, min_trials: int, budget_s: float,
+                  flush_ms: float) -> tuple[list[float], LoopWall, str | None]:
+    """One timed loop: an event pair per trial, nothing read until one final synchronize. Also
+    the loop's host-clock stamps (``loop_wall.py`` judges them) and, when it stopped early, why."""
+    events = [(clock.event(), clock.event()) for _ in range(trials)]
+    deadline = clock.now() + 2 * budget_s + 1.0  # host-bound fn far slower than its warm-up
+    done, stopped = 0, None
+    began = clock.now()
+    for start, end in events:
+        clock.flush()
+        clock.record(start)
+        call()
+        clock.record(end)
+        done += 1
+        if done >= min_trials and clock.now() > deadline:
+            stopped = f"budget_exceeded: stopped after {done} of {trials} planned trials"
+            break
+    issued = clock.now()
+    clock.synchronize()
+    ended = clock.now()
+    samples = [clock.elapsed_ms(s, e) for s, e in events[:done]]
+    loop = LoopWall(host_issue_ms=(issued - began) * 1000.0, wall_ms=(ended - began) * 1000.0,
+                    flush_ms=flush_ms, event_samples_ms=samples)
+    return samples, loop, stopped
+
+
+def _sync_series(clock: Any, call: Callable[[], None], n: int) -> SyncSeries:
+    """``n`` synced windows (record start, call, device-wide synchronize, record end), the same
+    window around no call, interleaved, and the call's host time, all in ms."""
     synced, bare, host = [], [], []
     for _ in range(n):
         for with_call, out in ((True, synced), (False, bare)):
@@ -497,7 +511,42 @@ def _sync_series(clock: Any, call: Callable[[], None], n: int) -> tuple[float, f
             clock.record(end)
             clock.synchronize()
             out.append(clock.elapsed_ms(start, end))
-    return statistics.median(synced), statistics.median(bare), statistics.median(host)
+    return SyncSeries(synced_ms=synced, bare_ms=bare, host_ms=host)
+
+
+def _calibration_loop(clock: Any, op: str, fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]],
+                      windows: int) -> SyncCalibration:
+    """An honest op timed as a candidate is (events, then synced and bare windows): the noise
+    that a deferred-work flag must beat in this process."""
+    sets = [tuple(s) for s in input_sets]
+    calls = 0
+
+    def call() -> None:
+        nonlocal calls
+        fn(*sets[calls % len(sets)])
+        calls += 1
+
+    for _ in range(2):  # warm-up: the first call may compile
+        call()
+    clock.synchronize()
+    events = [(clock.event(), clock.event()) for _ in range(windows)]
+    for start, end in events:
+        clock.flush()
+        clock.record(start)
+        call()
+        clock.record(end)
+    clock.synchronize()
+    event_median = statistics.median(clock.elapsed_ms(s, e) for s, e in events)
+    return calibrate(op, event_median, _sync_series(clock, call, windows))
+
+
+def calibrate_sync(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], op: str,
+                   windows: int = 20) -> SyncCalibration:
+    """Time an honest op (``fn``, e.g. the problem's eager reference on the candidate's inputs)
+    the way the deferred-work check times a candidate, on the current CUDA device."""
+    _require_cuda()
+    _check_arguments(input_sets, 1.0, 1, windows, windows)
+    return _calibration_loop(_CudaClock(torch.cuda.current_device()), op, fn, input_sets, windows)
 
 
 def _require_cuda() -> None:
@@ -516,8 +565,11 @@ def _device_index(device: int | str | torch.device | None) -> int:
 
 def time_on_gpu(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *, budget_s: float = 1.0,
                 warmup: int = 3, min_trials: int = 10, max_trials: int = 500,
-                check_sync: bool = True) -> TimingResult:
+                check_sync: bool = True, calibration: SyncCalibration | None = None) -> TimingResult:
     """Time ``fn(*input_sets[i % len(input_sets)])`` on the current CUDA device (see the module doc).
+
+    ``calibration`` (from :func:`calibrate_sync`) is what the deferred-work check judges
+    against; without it the check falls back to the call's own bare-synchronize spread.
 
     Raises :class:`TimingUnavailable` without CUDA. Exceptions from ``fn`` propagate.
     """
@@ -526,7 +578,8 @@ def time_on_gpu(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *, 
     device = torch.cuda.current_device()
     clock = _CudaClock(device)
     return _timing_loop(clock, fn, input_sets, budget_s=budget_s, warmup=warmup,
-                        min_trials=min_trials, max_trials=max_trials, check_sync=check_sync)
+                        min_trials=min_trials, max_trials=max_trials, check_sync=check_sync,
+                        calibration=calibration)
 
 
 def measure_copy_bandwidth(device: int | str | torch.device | None = None, nbytes: int = 2**30) -> float:
