@@ -433,6 +433,7 @@ class Runner:
             train_check=self.options.train_check and full,
             timeout_s=self.options.eval_timeout_s,
             baseline_cache_dir=str(self.run.path / "baselines"),
+            prestart=True,  # candidates are evaluated one after another: keep a verifier warm
         )
 
     def load_eval(self, candidate_id: str, name: str = "eval.json"):
@@ -604,8 +605,8 @@ def describe(record: CandidateRecord) -> str:
     if record.time_ms is None:
         return "passed (not timed: no GPU)"
     speed = f"{record.time_ms:.4g} ms"
-    if record.speedup_vs_compile is not None:
-        speed += f", {record.speedup_vs_compile:.2f}x vs torch.compile"
+    if (versus := record.speedup_text("torch.compile")) is not None:
+        speed += f", {versus}"
     return f"passed, {speed}"
 
 

@@ -124,6 +124,9 @@ class Measurements(PromptModel):
     compile_ms: float | None = None
     speedup_eager: float | None = None
     speedup_compile: float | None = None
+    #: baselines ("eager", "torch.compile") whose timing interval overlaps the kernel's: the
+    #: ratio is noise, not a speedup, and the prompt says "≈ same speed"
+    same_speed_as: list[str] = Field(default_factory=list)
     pct_sol: float | None = None
     achieved_tbs: float | None = None
     achieved_tflops: float | None = None
@@ -403,6 +406,8 @@ def measurements_from_result(result: EvalResult) -> Measurements:
         time_ms=bench.median("candidate"),
         eager_ms=bench.median("eager"),
         compile_ms=bench.median("torch.compile"),
+        same_speed_as=[name for name in ("eager", "torch.compile")
+                       if (speedup := bench.speedup(name)) is not None and not speedup.claimed],
         pct_sol=bench.sol_value("pct_of_sol"),
         achieved_tbs=bench.sol_value("achieved_tbs"),
         achieved_tflops=bench.sol_value("achieved_tflops"),

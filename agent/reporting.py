@@ -160,6 +160,11 @@ def _num(value: float | None, fmt: str = "{:.4g}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def speedup_cell(timing: Timing, baseline: str, ratio: float | None) -> str:
+    """The ratio, marked "≈" when its interval overlapped the baseline's: a figure, not a claim."""
+    return ("≈" if ratio is not None and baseline in timing.same_speed_as else "") + _num(ratio, "{:.2f}x")
+
+
 def render_summary(summary: RunSummary, console: Console) -> None:
     """The final table: per target, best time, speedups, %SOL and the verification evidence."""
     from rich.table import Table
@@ -180,7 +185,8 @@ def render_summary(summary: RunSummary, console: Console) -> None:
             table.add_row(target, best.candidate, "-", "-", "-", "-", verified)
             continue
         table.add_row(target, best.candidate, _num(best.time_ms),
-                      _num(best.speedup_vs_eager, "{:.2f}x"), _num(best.speedup_vs_compile, "{:.2f}x"),
+                      speedup_cell(best, "eager", best.speedup_vs_eager),
+                      speedup_cell(best, "torch.compile", best.speedup_vs_compile),
                       _num(best.pct_of_sol, "{:.0f}"), verified)
     console.print(table)
     for target, best in summary.best.items():

@@ -10,16 +10,21 @@ directory it owns: an entry is reused until it is :data:`MAX_AGE_S` old or has s
 not overlap the old one is reported as drift. The candidate itself is always timed fresh.
 
 Several evaluations may run at once: entries are written to a temporary file and renamed
-into place, and an unreadable entry is measured again, never trusted.
+into place, and an unreadable entry is measured again, never trusted. The use count is read,
+incremented and written without a lock: two evaluations at once may count as one use, which
+delays a re-measure by a use, never reuses a stale entry past :data:`MAX_AGE_S`. An entry that
+cannot be written costs only its reuse (:class:`CacheWriteWarning`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,8 @@ class CacheOutcome(BaseModel):
     age_s: float = 0.0
     #: set when a re-measure's interval does not overlap the previous measurement's
     drift: str | None = None
+    #: set when the stored entry was corrupt or unreadable and was ignored
+    note: str | None = None
 
 
 def cache_key(**parts: Any) -> str:
@@ -57,19 +64,56 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-def _read(path: Path) -> CachedValue | None:
+class CorruptEntryWarning(UserWarning):
+    """A cache file that could not be read: it is measured again and overwritten."""
+
+
+def _read(path: Path) -> tuple[CachedValue | None, str | None]:
+    """The entry at ``path``, or None and why (no file is no reason: a first measurement)."""
     try:
-        return CachedValue.model_validate_json(path.read_text())
-    except (OSError, ValidationError, ValueError):
-        return None
+        text = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):  # no entry yet; a write will say if it cannot be
+        return None, None
+    except OSError as exc:
+        return None, f"unreadable baseline cache entry {path.name} ignored ({exc.strerror or exc})"
+    try:
+        return CachedValue.model_validate_json(text), None
+    except (ValidationError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, f"corrupt baseline cache entry {path.name} ignored and measured again ({first})"
+
+
+class CacheWriteWarning(UserWarning):
+    """A cache entry that could not be written: the measurement stands, only its reuse is lost."""
 
 
 def _write(path: Path, entry: CachedValue) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(entry.model_dump_json())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(entry.model_dump_json())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _store(path: Path, entry: CachedValue) -> str | None:
+    """Write ``entry``; a cache that cannot be written (a full disk, a folder that is a file)
+    costs the next evaluation a re-measure, never this evaluation its figure."""
+    try:
+        _write(path, entry)
+    except OSError as exc:
+        note = f"baseline cache entry {path.name} not written ({exc.strerror or exc})"
+        warnings.warn(note, CacheWriteWarning, stacklevel=3)
+        return note
+    return None
+
+
+def _notes(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
 
 
 def _interval(value: dict[str, Any]) -> tuple[float, float] | None:
@@ -94,13 +138,15 @@ def cached(
     if directory is None:
         return CacheOutcome(value=measure(), reused=False)
     path = Path(directory) / f"{key}.json"
-    entry = _read(path)
+    entry, note = _read(path)
+    if note:
+        warnings.warn(note, CorruptEntryWarning, stacklevel=2)
     t = now()
     if entry is not None and entry.key == key and t - entry.measured_at < MAX_AGE_S and entry.uses < MAX_USES:
         entry.uses += 1
-        _write(path, entry)
-        return CacheOutcome(value=entry.value, reused=True, age_s=max(0.0, t - entry.measured_at))
+        written = _store(path, entry)
+        return CacheOutcome(value=entry.value, reused=True, age_s=max(0.0, t - entry.measured_at), note=written)
     value = measure()
     drift = _drift(entry.value, value) if entry is not None and entry.key == key else None
-    _write(path, CachedValue(key=key, measured_at=t, uses=1, value=value))
-    return CacheOutcome(value=value, reused=False, drift=drift)
+    written = _store(path, CachedValue(key=key, measured_at=t, uses=1, value=value))
+    return CacheOutcome(value=value, reused=False, drift=drift, note=_notes(note, written))

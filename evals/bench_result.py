@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kgen.evals.deferred_work import SyncCalibration
 
 
 class Measurement(BaseModel):
@@ -49,8 +51,14 @@ class Measurement(BaseModel):
 
 
 class Speedup(BaseModel):
+    """The candidate against one baseline: the medians' ratio, and whether it can be claimed."""
+
     baseline: str
+    #: baseline median / candidate median (above 1: the candidate is faster)
     ratio: float
+    #: the p10-p90 intervals (ms) the claim was judged on; None where one was not recorded
+    candidate_interval: tuple[float, float] | None = None
+    baseline_interval: tuple[float, float] | None = None
     #: True only when the two p10-p90 intervals are disjoint
     claimed: bool
     text: str
@@ -64,8 +72,16 @@ def speedup_between(candidate: Measurement, baseline: Measurement, name: str) ->
     ratio = base_ms / cand_ms
     a, b = candidate.interval, baseline.interval
     claimed = a is not None and b is not None and (a[1] < b[0] or b[1] < a[0])
-    text = f"{ratio:.2f}x vs {name}" if claimed else f"≈ same speed as {name} ({ratio:.2f}x, intervals overlap)"
-    return Speedup(baseline=name, ratio=ratio, claimed=claimed, text=text)
+    return Speedup(baseline=name, ratio=ratio, candidate_interval=a, baseline_interval=b, claimed=claimed,
+                   text=speedup_text(ratio, name, claimed))
+
+
+def speedup_text(ratio: float, baseline: str, claimed: bool) -> str:
+    """How a speedup reads wherever it is printed (results, run logs, the knowledge base): a
+    figure "vs" the baseline only when claimed, "≈ same speed" with the ratio otherwise."""
+    if claimed:
+        return f"{ratio:.2f}x vs {baseline}"
+    return f"≈ same speed as {baseline} ({ratio:.2f}x, intervals overlap)"
 
 
 class BenchResult(BaseModel):
@@ -84,6 +100,33 @@ class BenchResult(BaseModel):
     #: other processes seen on the GPU during timing (None: none, or not checked)
     shared_gpu: str | None = None
     gpu_check: str = ""
+    #: the honest op the candidate's deferred-work check was judged against (None: not calibrated)
+    sync_calibration: SyncCalibration | None = None
+
+    @field_validator("measurements", mode="before")
+    @classmethod
+    def _stored_measurements(cls, value: Any) -> Any:
+        """Dicts stored by earlier versions: an entry that is not a mapping (a bare number or a
+        message where a baseline failed) becomes a measurement with that median or error."""
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        for name, entry in value.items():
+            if isinstance(entry, (int, float)) and not isinstance(entry, bool):
+                out[name] = {"median_ms": float(entry)}
+            elif isinstance(entry, str):
+                out[name] = {"error": entry}
+            else:
+                out[name] = entry
+        return out
+
+    @field_validator("errors", mode="before")
+    @classmethod
+    def _stored_errors(cls, value: Any) -> Any:
+        """Earlier versions' errors could hold non-text details; they are kept as text."""
+        if isinstance(value, dict):
+            return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items()}
+        return value
 
     def median(self, name: str) -> float | None:
         entry = self.measurements.get(name)
@@ -97,3 +140,28 @@ class BenchResult(BaseModel):
 
     def sol_value(self, key: str) -> Any:
         return (self.sol or {}).get(key)
+
+    def lines(self) -> list[str]:
+        """The figures as short lines for a terminal: each timing with its interval and whether
+        it was reused from the run's cache, each speedup as claimed or "≈ same speed"."""
+        out = [f"timed on {self.device_name or 'an unnamed GPU'} at {_sizes(self.sizes)}"]
+        for name, m in self.measurements.items():
+            if m.usable_ms is None:
+                out.append(f"{name}: not measured ({m.error or 'no time'})")
+                continue
+            span = f" (p10-p90 {m.p10_ms:.4f}-{m.p90_ms:.4f})" if m.interval else ""
+            reused = f", reused from this run's cache ({m.age_s:.0f} s old)" if m.reused else ""
+            out.append(f"{name}: {m.usable_ms:.4f} ms{span}, {m.trials} trials{reused}")
+        for name in self.measurements:
+            if name != "candidate" and (speedup := self.speedup(name)) is not None:
+                out.append(speedup.text)
+        if (pct := self.sol_value("pct_of_sol")) is not None:
+            out.append(f"{pct:.0f}% of speed-of-light")
+        if self.shared_gpu:
+            out.append(self.shared_gpu)
+        out += [f"{key}: {why}" for key, why in self.errors.items() if key != "shared_gpu"]
+        return out
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "its default sizes"

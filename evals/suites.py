@@ -120,6 +120,9 @@ class SuiteRow(ResultModel):
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedup_vs_liger: float | None = None
+    #: baselines whose p10-p90 interval overlaps the candidate's: no speedup either way is
+    #: claimed against them, whatever the ratio of the medians ("≈" in the tables)
+    same_speed_as: list[str] = Field(default_factory=list)
     pct_of_sol: float | None = None
     achieved_tbs: float | None = None
     achieved_tflops: float | None = None
@@ -195,6 +198,8 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
         achieved_tbs=_number(sol.get("achieved_tbs")),
         achieved_tflops=_number(sol.get("achieved_tflops")),
         sol_score=_number(sol.get("score")),
+        same_speed_as=[name for name in ("eager", "torch.compile", "liger")
+                       if (speedup := bench.speedup(name)) is not None and not speedup.claimed],
         flags=flags,
         device_name=bench.device_name,
     )
@@ -293,6 +298,12 @@ def _fmt(value: float | None, digits: int = 3, suffix: str = "") -> str:
     return f"{value:.{digits - 1}e}{suffix}"
 
 
+def _speedup_cell(row: SuiteRow, baseline: str, ratio: float | None) -> str:
+    """The ratio, marked "≈" when the intervals overlap: a figure, not a claim."""
+    text = _fmt(ratio, 3, "x")
+    return f"≈{text}" if ratio is not None and baseline in row.same_speed_as else text
+
+
 def _verdict_text(row: SuiteRow) -> str:
     if row.verdict in ("rejected", "inconclusive") and row.rejection:
         return f"{row.verdict} ({row.rejection})"
@@ -322,8 +333,8 @@ def render_markdown(rows: Sequence[SuiteRow], summary: SuiteSummary, command: st
         cells = [
             row.problem, _verdict_text(row), row.policies or "-", _fmt(row.candidate_ms, 3), _fmt(row.achieved_tbs, 3),
             _fmt(row.achieved_tflops, 3), _fmt(row.pct_of_sol, 3, "%"),
-            _fmt(row.speedup_vs_eager, 3, "x"), _fmt(row.speedup_vs_compile, 3, "x"),
-            _fmt(row.speedup_vs_liger, 3, "x"),
+            _speedup_cell(row, "eager", row.speedup_vs_eager), _speedup_cell(row, "torch.compile", row.speedup_vs_compile),
+            _speedup_cell(row, "liger", row.speedup_vs_liger),
         ]
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     lines += [

@@ -289,7 +289,9 @@ def bench_command(
     options = EvalOptions(
         device=resolved, bench=resolved == "cuda" and not self_test, small_sizes=small or resolved == "cpu",
         timeout_s=timeout, n_seeds=1 if no_verify else 3, distributions=not no_verify, precision=precision,
-        torch_ops=torch_ops,
+        torch_ops=torch_ops, prestart=True,
+        # the problems' baselines and the device's figures, measured once for this run's output
+        baseline_cache_dir=str(out / "baselines"),
     )
     command = "kgen bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     if self_test:

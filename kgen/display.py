@@ -64,6 +64,9 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
         console.print(kernels)
     if result.bench is None:
         console.print("timing: not measured (`--bench` on a GPU measures it; kgen reports only measured figures)")
+    else:
+        for line in result.bench.lines():
+            console.print(f"timing: {line}", highlight=False, soft_wrap=True)
     console.print(verdict_line(result), highlight=False, soft_wrap=True)
 
 

@@ -67,6 +67,9 @@ class Timing(BaseModel):
     compile_ms: float | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    #: baselines ("eager", "torch.compile") whose p10-p90 interval overlapped the kernel's: the
+    #: ratio is kept as measured but claims no speedup (``evals/bench_result.py``)
+    same_speed_as: list[str] = Field(default_factory=list)
     pct_of_sol: float | None = None
     achieved_tbs: float | None = None
     achieved_tflops: float | None = None
@@ -74,6 +77,13 @@ class Timing(BaseModel):
     @property
     def measured(self) -> bool:
         return self.time_ms is not None
+
+    def speedup_text(self, baseline: str) -> str | None:
+        """The speedup over ``baseline`` as every summary prints it; None when not measured."""
+        from kgen.evals.bench_result import speedup_text
+
+        ratio = {"eager": self.speedup_vs_eager, "torch.compile": self.speedup_vs_compile}.get(baseline)
+        return None if ratio is None else speedup_text(ratio, baseline, baseline not in self.same_speed_as)
 
 
 class Provenance(BaseModel):
@@ -127,8 +137,8 @@ class KernelEntry(BaseModel):
         timing = self.timing
         if timing.measured:
             speed = f"{timing.time_ms:.4g} ms"
-            if timing.speedup_vs_compile is not None:
-                speed += f", {timing.speedup_vs_compile:.2f}x vs torch.compile"
+            if (versus := timing.speedup_text("torch.compile")) is not None:
+                speed += f", {versus}"
             if timing.pct_of_sol is not None:
                 speed += f", {timing.pct_of_sol:.0f}% SOL"
             speed += f" on {timing.device_name or self.target}"

@@ -19,6 +19,7 @@ repairs slots that two writers on a shared server both claimed.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
@@ -84,10 +85,13 @@ def timing_from_result(result: EvalResult) -> Timing:
     """The timing stage's figures (GPU only); an empty Timing when none were measured."""
     if result.bench is None:
         return Timing()
-    from kgen.evals.catalog import resolve_problem
+    from kgen.evals.problem import ProblemInfo
     from kgen.evals.suites import row_from_result
 
-    row = row_from_result(result, resolve_problem(result.problem_path), result.candidate)
+    # the row's figures come from the result alone: a problem file moved since is no reason
+    # to lose them
+    row = row_from_result(result, ProblemInfo(name=result.problem, path=Path(result.problem_path)),
+                          result.candidate)
     return Timing(
         device_name=row.device_name,
         time_ms=row.candidate_ms,
@@ -95,6 +99,7 @@ def timing_from_result(result: EvalResult) -> Timing:
         compile_ms=row.compile_ms,
         speedup_vs_eager=row.speedup_vs_eager,
         speedup_vs_compile=row.speedup_vs_compile,
+        same_speed_as=[name for name in row.same_speed_as if name in ("eager", "torch.compile")],
         pct_of_sol=row.pct_of_sol,
         achieved_tbs=row.achieved_tbs,
         achieved_tflops=row.achieved_tflops,

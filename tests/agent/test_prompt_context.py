@@ -275,6 +275,18 @@ def test_improve_shows_the_parent_with_its_measurements():
     assert_no_dangling_headings(text)
 
 
+def test_a_speedup_within_the_timing_noise_is_shown_as_same_speed():
+    result = verified_gpu_result(0.2)
+    # torch.compile at 0.204 ms: its interval overlaps the kernel's (0.198-0.204 ms)
+    result.bench.measurements["torch.compile"] = result.bench.measurements["torch.compile"].model_copy(
+        update={"median_ms": 0.204, "p10_ms": 0.2, "p90_ms": 0.21})
+    m = measurements_from_result(result)
+    assert m.same_speed_as == ["torch.compile"]
+    text = render_improve(context(), ParentKernel(source=SEED_SOURCE, measurements=m, description="seed"))
+    assert "speedup vs torch.compile: 1.02x (torch.compile 0.2040 ms): ≈ same speed" in text
+    assert "speedup vs PyTorch eager: 3.05x (eager 0.6100 ms)\n" in text
+
+
 def test_improve_a_parent_verified_on_cpu_says_it_was_not_timed():
     cpu = rejected_result().model_copy(update={
         "verdict": Verdict.PASSED, "rejection": None, "bench": None, "trials": [],

@@ -48,3 +48,49 @@ def test_no_interval_or_no_time_claims_nothing():
     assert not speedup_between(Measurement(median_ms=1.0), Measurement(median_ms=3.0), "eager").claimed
     assert speedup_between(Measurement(median_ms=1.0), Measurement(error="failed"), "eager") is None
     assert speedup_between(Measurement(median_ms=0.0), Measurement(median_ms=1.0), "eager") is None
+
+
+def test_older_stored_forms_of_a_measurement_still_load():
+    bench = BenchResult.model_validate({
+        "measurements": {"candidate": 0.25, "eager": "OutOfMemoryError: CUDA out of memory", "torch.compile": {}},
+        "errors": {"sol": {"reason": "unknown target"}},
+    })
+    assert bench.median("candidate") == 0.25 and bench.median("eager") is None
+    assert bench.measurements["eager"].error.startswith("OutOfMemoryError")
+    assert bench.median("torch.compile") is None and "unknown target" in bench.errors["sol"]
+    assert bench.speedup("eager") is None
+
+
+def test_a_speedup_carries_both_intervals_and_round_trips():
+    bench = BenchResult.model_validate(OLD_DICT)
+    eager = bench.speedup("eager")
+    assert eager.candidate_interval == (0.169, 0.173) and eager.baseline_interval == (0.51, 0.53)
+    again = BenchResult.model_validate_json(bench.model_dump_json())
+    assert again == bench and again.speedup("torch.compile") == bench.speedup("torch.compile")
+
+
+def test_the_printed_lines_say_same_speed_and_reuse():
+    stored = {**OLD_DICT, "measurements": {**OLD_DICT["measurements"],
+                                            "eager": {**OLD_DICT["measurements"]["eager"], "reused": True, "age_s": 42}}}
+    lines = BenchResult.model_validate(stored).lines()
+    assert any(line.startswith("candidate: 0.1702 ms (p10-p90 0.1690-0.1730), 500 trials") for line in lines)
+    assert any("reused from this run's cache (42 s old)" in line for line in lines)
+    assert f"{0.52 / 0.1702:.2f}x vs eager" in lines
+    assert any(line.startswith("≈ same speed as torch.compile") for line in lines)
+    assert "78% of speed-of-light" in lines and any(line.startswith("liger: not measured") for line in lines)
+
+
+def test_the_eval_printout_shows_the_bench_lines():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kgen.display import print_eval_result
+
+    result = EvalResult(problem="p", problem_path="p.py", candidate="c.py", backend="triton", device="cuda",
+                        verdict=Verdict.PASSED, bench=OLD_DICT)
+    out = StringIO()
+    print_eval_result(result, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "timing: ≈ same speed as torch.compile" in text and f"timing: {0.52 / 0.1702:.2f}x vs eager" in text
+    assert "timing: not measured" not in text

@@ -15,6 +15,7 @@ from kgen.evals.suites import (
     SuiteRow,
     discover_suite,
     find_candidate,
+    render_markdown,
     row_from_result,
     scan_suite,
     summarize,
@@ -148,6 +149,17 @@ def test_row_from_bench_block():
     assert row.pct_of_sol == 50.0 and row.sol_score == 0.7 and row.achieved_tbs == 2.5
     assert row.device_name == "NVIDIA H100 80GB HBM3"
     assert "torch.compile: compile failed" in row.flags and "liger: not installed" in row.flags
+
+
+def test_a_ratio_whose_intervals_overlap_is_not_claimed_in_the_table():
+    b = bench(1.0, 2.0, 1.3)
+    b["measurements"]["eager"].update(p10_ms=1.9, p90_ms=2.1)
+    b["measurements"]["torch.compile"].update(p10_ms=0.95, p90_ms=1.4)
+    row = row_from_result(result("x", bench=b), info("x"), "/c/x.py")
+    assert row.same_speed_as == ["torch.compile"] and row.speedup_vs_compile == pytest.approx(1.3)
+    table = render_markdown([row], summarize([row]), "kgen bench", "2026-01-01")
+    line = next(line for line in table.splitlines() if line.startswith("| x |"))
+    assert "| 2.00x | ≈1.30x | - |" in line
 
 
 # --------------------------------------------------------------------------- summary

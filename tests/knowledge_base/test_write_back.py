@@ -152,3 +152,54 @@ def test_several_processes_writing_at_once_converge(kb_location, tmp_path):
     best = next(e for e in entries if e.role == "best")
     assert best.timing.time_ms == min(e.timing.time_ms for e in entries)
     assert len(kb.query_kernels("rmsnorm backward", n=100)) == len(entries)
+
+
+def _bench(candidate: tuple[float, float, float], **baselines: tuple[float, float, float]):
+    """A typed bench: each timing as (p10, median, p90) in ms."""
+    from kgen.evals.bench_result import BenchResult
+
+    def measured(p10, median, p90):
+        return {"median_ms": median, "p10_ms": p10, "p90_ms": p90, "trials": 50}
+
+    return BenchResult(device_name="NVIDIA H100 80GB HBM3", sizes={"ROWS": 4096},
+                       measurements={"candidate": measured(*candidate),
+                                     **{name.replace("_", "."): measured(*t) for name, t in baselines.items()}})
+
+
+@pytest.mark.parametrize(
+    ("candidate", "eager", "compiled", "same"),
+    [((0.098, 0.100, 0.104), (0.19, 0.20, 0.21), (0.099, 0.102, 0.106), ["torch.compile"]),  # 1.02x: noise
+     ((0.098, 0.100, 0.104), (0.19, 0.20, 0.21), (0.12, 0.13, 0.14), []),                   # both claimed
+     ((0.098, 0.130, 0.150), (0.10, 0.12, 0.14), (0.09, 0.10, 0.11), ["eager", "torch.compile"]),  # spread
+     ((0.20, 0.21, 0.22), (0.19, 0.20, 0.205), (0.10, 0.10, 0.11), ["eager"])],            # slower, claimed
+    ids=["compile_within_noise", "both_disjoint", "wide_candidate", "slower_than_compile"],
+)
+def test_the_knowledge_base_and_the_run_log_keep_the_claim_rule(candidate, eager, compiled, same):
+    from kgen.agent.graph import describe
+    from kgen.agent.reporting import speedup_cell
+    from kgen.agent.search_policy import CandidateRecord
+    from kgen.knowledge_base.write_back import timing_from_result
+
+    bench = _bench(candidate, eager=eager, torch_compile=compiled)
+    timing = timing_from_result(passed_result(device="cuda", bench=bench))
+    assert timing.same_speed_as == same
+    assert timing.time_ms == candidate[1] and timing.speedup_vs_compile == pytest.approx(compiled[1] / candidate[1])
+    for name, ratio in (("eager", timing.speedup_vs_eager), ("torch.compile", timing.speedup_vs_compile)):
+        text, cell = timing.speedup_text(name), speedup_cell(timing, name, ratio)
+        assert text == bench.speedup(name).text  # one wording, wherever it is printed
+        assert text.startswith("≈ same speed") == (name in same) == cell.startswith("≈")
+    record = CandidateRecord(id="c1", generation=1, target="h100", kind="mutate", origin="mutation",
+                             status="evaluated", verdict="passed", **timing.model_dump())
+    assert timing.speedup_text("torch.compile") in describe(record)
+    assert ("≈ same speed as torch.compile" in make_entry(1).model_copy(update={"timing": timing}).summary_line()) == (
+        "torch.compile" in same)
+
+
+def test_timing_is_read_from_the_result_even_when_its_problem_file_is_gone():
+    from kgen.knowledge_base.write_back import timing_from_result
+
+    result = passed_result(device="cuda", bench=_bench((0.1, 0.1, 0.1), eager=(0.3, 0.3, 0.3)))
+    assert result.problem_path == "rmsnorm_backward.py"  # not a file anywhere
+    timing = timing_from_result(result)
+    assert timing.speedup_vs_eager == pytest.approx(3.0) and timing.same_speed_as == []
+    assert timing_from_result(passed_result()).measured is False  # verified on a CPU: no figures
