@@ -185,6 +185,7 @@ class _Evaluation:
         _write(self.report, self.report_path)
 
     def stage(self, name: str, status: StageStatus, message: str, started: float, **evidence: Any):
+        self.memory.stage_ended(name)
         self.report.stages.append(
             StageResult(name=name, status=status, message=message, seconds=time.monotonic() - started, evidence=evidence)
         )
@@ -644,7 +645,12 @@ class _Evaluation:
 
         what = f"ghost check, seed {seed}"
         runs = []
+        # the first run's outputs wait for the second beside the reference (on the host when the
+        # device has no room for it); each run's inputs, copies and handed tensors go before the next
+        keep = self.memory.reference_device(problem.sizes)
         for k, run_seed in enumerate((seed, seed + 7907)):
+            inputs = real = ghost = handed = None
+            self.memory.free_between_trials()
             inputs = self._inputs(problem, run_seed, "normal")
             reference, candidate = self._models(problem, seed)
             real = self._call(candidate, inputs, self.previous_outputs, what)
@@ -664,7 +670,8 @@ class _Evaluation:
                     "the output is the same with every kernel launch switched off: the kernels do not compute it "
                     f"({what})",
                 )
-            runs.append((real.outputs, ghost))
+            runs.append(([self._to_device(o, device=keep) for o in real.outputs],
+                         [self._to_device(g, device=keep) for g in ghost]))
         # An output the reference itself returns as a view of an input is torch's by definition.
         share, index = torch_written_share(runs[0], runs[1], exempt=self.reference_aliases)
         if share > MAX_TORCH_WRITTEN_SHARE:
@@ -679,27 +686,27 @@ class _Evaluation:
         """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
         from kgen.evals.candidate_call import clone_value, same_outputs
         from kgen.evals.compare import flatten_outputs
-        from kgen.evals.layout import copy_inputs
 
         torch = self.torch
         what = f"cache probe, seed {seed}"
         first = self._inputs(problem, seed, "normal")
         second = self._inputs(problem, seed + 7919, "normal")
         _, candidate = self._models(problem, seed)
-        saved_first = copy_inputs(first)
+        # judged before any call, so no copy of the first inputs is kept: they are what was drawn
+        inputs_differ = not same_outputs([x for x in first if isinstance(x, torch.Tensor)],
+                                         [x for x in second if isinstance(x, torch.Tensor)])
         try:
             with self.guard, torch.no_grad():
                 out_first = [clone_value(o) for o in flatten_outputs(candidate(*first))]
                 for buffer, new in zip(first, second, strict=True):
                     if isinstance(buffer, torch.Tensor):
                         buffer.copy_(new)
+                del second
                 out_second = flatten_outputs(candidate(*first))
         except Exception as exc:  # noqa: BLE001 - untrusted code
             self._raise_guard_violation()
             raise self._runtime_error(exc, what) from exc
         self._raise_guard_violation()
-        inputs_differ = not same_outputs([x for x in saved_first if isinstance(x, torch.Tensor)],
-                                         [x for x in second if isinstance(x, torch.Tensor)])
         if inputs_differ and same_outputs(out_first, out_second):
             raise Rejected(
                 RejectionClass.STALE_OUTPUT,
@@ -843,6 +850,12 @@ def main(argv: list[str] | None = None) -> int:
 
     start_parent_watchdog()  # a child whose kgen is gone must not run on, holding the GPU
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--wait":  # a spare started ahead (worker_pool.py): start up, then wait
+        from kgen.evals.worker_pool import wait_for_arguments
+
+        argv = wait_for_arguments(argv[1:])
+        if argv is None:
+            return 0
     request = ChildRequest.model_validate_json(Path(argv[0]).read_text())
     run(request, Path(argv[1]))
     return 0

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kgen.evals.process_lifecycle import PARENT_PID_ENV
+
 NVML_LIBRARY = "libnvidia-ml.so.1"
 #: nvmlProcessInfo_t of the _v2/_v3 calls: pid, usedGpuMemory, gpuInstanceId, computeInstanceId
 _FIELDS = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
@@ -44,30 +46,40 @@ class GpuNeighbours(BaseModel):
                 f"(pids {', '.join(str(p.pid) for p in self.others[:5])}; {held / 1e9:.1f} GB held)")
 
 
+def _parent_of(pid: int) -> int | None:
+    """The parent pid from ``/proc``; None once the process is gone (or off Linux)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return int(text[text.rindex(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _family() -> set[int]:
-    """This process, its ancestors and its descendants (kgen's own processes)."""
+    """This process, its ancestors, and every descendant of kgen (kgen's own processes).
+
+    Run in the verifier, kgen is the parent named in the environment: its other children
+    (a spare verifier started ahead, ``worker_pool.py``) are kgen's own, not neighbours."""
     mine = {os.getpid()}
     pid = os.getppid()
-    while pid > 1 and pid not in mine:
+    while pid is not None and pid > 1 and pid not in mine:
         mine.add(pid)
-        try:
-            text = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(text[text.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
+        pid = _parent_of(pid)
     try:
-        parents = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                text = Path(f"/proc/{entry}/stat").read_text()
-                parents[int(entry)] = int(text[text.rindex(")") + 2:].split()[1])
-        frontier = {os.getpid()}
-        while frontier:
-            frontier = {p for p, pp in parents.items() if pp in frontier} - mine
-            mine |= frontier
-    except (OSError, ValueError, IndexError):
-        pass
-    return mine
+        entries = os.listdir("/proc")
+    except OSError:
+        entries = []
+    parents = {}
+    for entry in entries:
+        if entry.isdigit() and (parent := _parent_of(int(entry))) is not None:
+            parents[int(entry)] = parent
+    kgen = os.environ.get(PARENT_PID_ENV, "")
+    frontier = {int(kgen) if kgen.isdigit() and int(kgen) in mine else os.getpid()}
+    seen = set(frontier)
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - seen
+        seen |= frontier
+    return mine | seen
 
 
 def processes_from(buffer: ctypes.Array, count: int, exclude: set[int]) -> list[GpuProcess]:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 import kgen
 from kgen.config import triton_cache_dir
+from kgen.evals import worker_pool
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
 from kgen.evals.child import HEARTBEAT_FILE, STAGES, ChildReport, ChildRequest
 from kgen.evals.policies import PolicyError
@@ -58,6 +59,9 @@ class EvalOptions(BaseModel):
     #: after verification, time the candidate, eager and torch.compile at the default sizes (GPU)
     bench: bool = False
     keep_workdir: bool = False
+    #: keep a verifier started ahead for the next evaluation (``worker_pool.py``): for callers
+    #: that evaluate one candidate after another (the agent, ``kgen bench``)
+    prestart: bool = False
     #: policy overrides (``evals/policies.py``); None: the problem's declaration, else the default
     precision: str | None = None
     torch_ops: str | None = None
@@ -133,13 +137,18 @@ def evaluate(
     except PolicyError as exc:
         raise UsageError(str(exc)) from exc
 
-    workdir = Path(tempfile.mkdtemp(prefix="kgen-eval-"))
+    spec = _child_spec(options, device)
+    spare = worker_pool.take(spec) if options.prestart else None
+    early = options.prestart and worker_pool.starts_during_run(spec, timed=options.bench)
+    if early:
+        worker_pool.prestart(spec)  # the next evaluation's spare starts up while this one runs
+    workdir = spare.workdir if spare is not None else Path(tempfile.mkdtemp(prefix="kgen-eval-"))
     try:
         size_device = "cpu" if options.small_sizes else device
         plan = verification_size_plan(info, size_device)
         # The candidate may write only inside box/; the request and the report live beside it.
         box = workdir / "box"
-        box.mkdir()
+        box.mkdir(exist_ok=True)  # a spare's box exists already: it is the spare's HOME
         boxed_candidate = box / candidate_path.name
         shutil.copyfile(candidate_path, boxed_candidate)
         request = ChildRequest(
@@ -171,21 +180,23 @@ def evaluate(
                 f"{len(request.size_sets)} size set(s), {policies.describe()}"
                 f"{', targets ' + ', '.join(targets) if targets else ''})"
             )
-        limits = SandboxLimits(timeout_s=options.timeout_s)
-        cache = triton_cache_dir()
-        cache.mkdir(parents=True, exist_ok=True)
         outcome = run_python_module(
             "kgen.evals.child",
             [str(request_path), str(report_path)],
-            limits,
-            extra_env={"TRITON_CACHE_DIR": str(cache)},
+            spec.limits,
+            extra_env=spec.extra_env,
             workdir=box,
+            spare=spare,
         )
         report = _read_report(report_path)
         heartbeat_age = _age_s(workdir / HEARTBEAT_FILE)
     finally:
         if not options.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+        if spare is not None and spare.alive():
+            spare.discard(remove_dir=False)  # taken but never handed over (an error before the run)
+    if options.prestart and not early:
+        worker_pool.prestart(spec)  # started after the run: its start-up never overlaps this one
     result = EvalResult(
         problem=info.name,
         problem_path=str(info.path),
@@ -203,10 +214,21 @@ def evaluate(
         memory=report.memory,
         kgen_version=kgen.__version__,
         policies=policies,
+        prestarted=outcome.prestarted,
     )
     _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _child_spec(options: EvalOptions, device: str) -> worker_pool.WorkerSpec:
+    """The verifier child's kind: how it is started cold, and what a spare must match."""
+    cache = triton_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    return worker_pool.WorkerSpec(
+        device=device, backend=options.backend, extra_env={"TRITON_CACHE_DIR": str(cache)},
+        limits=SandboxLimits(timeout_s=options.timeout_s),
+    )
 
 
 def _probe_sizes(info: ProblemInfo, first: dict[str, int], device: str) -> dict[str, int] | None:
@@ -288,7 +310,8 @@ def _apply_outcome(
         # Whose allocation failed is not known here; a verdict on the kernel would be a guess.
         result.verdict, result.inconclusive = Verdict.INCONCLUSIVE, InconclusiveCause.OUT_OF_MEMORY
         result.reason = (
-            f"the device ran out of memory during {stage} ({_last_line(outcome.stderr_tail)[:160]}): no verdict; "
+            f"the device ran out of memory during {stage} ({_last_line(outcome.stderr_tail)[:160]}), and the "
+            "verifier died before it could report whose allocation failed (kgen's or the candidate's): no verdict; "
             "kgen's checks keep several copies of the inputs, so `--small` (or a smaller problem) can judge it"
         )
     else:

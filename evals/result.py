@@ -177,6 +177,8 @@ class EvalResult(ResultModel):
     #: device memory the evaluation held: peak over the problem's inputs + outputs (``memory_plan.py``)
     memory: MemoryReport | None = None
     seconds: float = 0.0
+    #: the verifier was a spare started ahead of need (``worker_pool.py``): its start-up is not in ``seconds``
+    prestarted: bool = False
     kgen_version: str = ""
 
     @property

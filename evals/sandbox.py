@@ -7,6 +7,9 @@ credential removed, a fresh temporary working directory as its HOME and
 TMPDIR, resource limits (no core dumps, bounded file size, bounded address
 space on CPU runs) and, where the OS allows an unprivileged or root
 ``unshare -n``, a network namespace with no interfaces at all.
+
+A child may also be started ahead of need (``worker_pool.py``): it is boxed exactly as a
+cold one (same environment, limits and box directory) and only waits for its arguments.
 """
 
 from __future__ import annotations
@@ -23,10 +26,14 @@ import time
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from kgen.evals.process_lifecycle import PARENT_PID_ENV, die_with_parent, register, unregister
+
+if TYPE_CHECKING:
+    from kgen.evals.worker_pool import Spare
 
 #: Environment variables a candidate may see (prefixes end in "_").
 ENV_ALLOW = (
@@ -60,6 +67,8 @@ class SandboxOutcome(BaseModel):
     seconds: float
     network_isolated: bool
     workdir: str
+    #: the child was a spare started ahead of need (its imports were done before the request)
+    prestarted: bool = False
 
 
 def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -114,48 +123,80 @@ def _signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
+def child_environment(workdir: Path, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a boxed child sees: the allow-list, the box as HOME and TMPDIR, and kgen's pid."""
+    env = scrubbed_environment()
+    # No bytecode caches: the candidate's first `import triton` must not write into site-packages.
+    env.update({"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(extra_env or {})
+    env[PARENT_PID_ENV] = str(os.getpid())
+    return env
+
+
+def start_boxed(
+    module: str,
+    args: Sequence[str],
+    limits: SandboxLimits,
+    workdir: Path,
+    extra_env: Mapping[str, str] | None = None,
+    stdin: int | IO | None = subprocess.DEVNULL,
+) -> tuple[subprocess.Popen, bool]:
+    """Start ``python -m module args...`` in the box ``workdir``, registered to die with kgen.
+
+    The one place a boxed child is started, cold or spare. Returns the process and whether
+    its network is isolated. Its stdout and stderr go to files in the box."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = child_environment(workdir, extra_env)
+    parent_pid = os.getpid()
+    prefix = network_isolation_prefix() if limits.isolate_network else ()
+    argv = [*prefix, sys.executable, "-m", module, *args]
+    with (workdir / "stdout.txt").open("wb") as out, (workdir / "stderr.txt").open("wb") as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=env,
+            stdin=stdin,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,  # its own process group: a timeout kills its children too
+            preexec_fn=lambda: _limit_resources(limits, parent_pid),
+        )
+    register(proc.pid, f"{module} (pid {proc.pid})")
+    return proc, bool(prefix)
+
+
 def run_python_module(
     module: str,
     args: Sequence[str],
     limits: SandboxLimits,
     extra_env: Mapping[str, str] | None = None,
     workdir: Path | None = None,
+    spare: Spare | None = None,
 ) -> SandboxOutcome:
-    """Run ``python -m module args...`` in the box and wait for it (or kill it)."""
+    """Run ``python -m module args...`` in the box and wait for it (or kill it).
+
+    ``spare``: a child of the same kind already started in ``workdir`` (``worker_pool.take``);
+    it is handed ``args`` instead of starting a cold one, unless it has died meanwhile."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="kgen-box-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    env = scrubbed_environment()
-    # No bytecode caches: the candidate's first `import triton` must not write into site-packages.
-    env.update({"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    env.update(extra_env or {})
-    parent_pid = os.getpid()
-    env[PARENT_PID_ENV] = str(parent_pid)
-    prefix = network_isolation_prefix() if limits.isolate_network else ()
-    argv = [*prefix, sys.executable, "-m", module, *args]
-    stdout_path, stderr_path = workdir / "stdout.txt", workdir / "stderr.txt"
     start = time.monotonic()
+    proc = spare.hand_over(args) if spare is not None and spare.box == workdir else None
+    prestarted = proc is not None
+    if proc is not None:
+        network_isolated = spare.network_isolated
+    else:
+        if spare is not None:
+            spare.discard(remove_dir=False)  # its box is this run's box: the cold child reuses it
+        proc, network_isolated = start_boxed(module, args, limits, workdir, extra_env)
     timed_out = False
-    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-        proc = subprocess.Popen(
-            argv,
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,  # its own process group: a timeout kills its children too
-            preexec_fn=lambda: _limit_resources(limits, parent_pid),
-        )
-        register(proc.pid, f"{module} (pid {proc.pid})")
-        try:
-            proc.wait(timeout=limits.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            # after a timeout, an exit (its children left behind) or an interrupt of kgen itself
-            _kill_group(proc)
-    stdout_tail, stdout_bytes = _tail(stdout_path, limits.output_tail_bytes)
-    stderr_tail, stderr_bytes = _tail(stderr_path, limits.output_tail_bytes)
+    try:
+        proc.wait(timeout=limits.timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        # after a timeout, an exit (its children left behind) or an interrupt of kgen itself
+        kill_group(proc)
+    stdout_tail, stdout_bytes = _tail(workdir / "stdout.txt", limits.output_tail_bytes)
+    stderr_tail, stderr_bytes = _tail(workdir / "stderr.txt", limits.output_tail_bytes)
     return SandboxOutcome(
         returncode=proc.returncode,
         timed_out=timed_out,
@@ -165,12 +206,14 @@ def run_python_module(
         stdout_bytes=stdout_bytes,
         stderr_bytes=stderr_bytes,
         seconds=time.monotonic() - start,
-        network_isolated=bool(prefix),
+        network_isolated=network_isolated,
         workdir=str(workdir),
+        prestarted=prestarted,
     )
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's whole process group, reap it, and forget it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -53,3 +53,37 @@ def test_without_nvml_the_answer_is_unavailable_not_an_error():
     else:  # a machine with a driver: the call works and never lists this process
         result = gpu_neighbours(0)
         assert os.getpid() not in {p.pid for p in result.others}
+
+
+def _family_seen_by_a_verifier(kgen_pid: int | None) -> set[int]:
+    """``_family()`` as computed in a child of this process (playing kgen)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "KGEN_PARENT_PID"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    if kgen_pid is not None:
+        env["KGEN_PARENT_PID"] = str(kgen_pid)
+    code = "from kgen.evals.gpu_sharing import _family; print(*sorted(_family()))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    return {int(p) for p in done.stdout.split()}
+
+
+def test_a_spare_beside_the_verifier_is_kgen_s_own_but_an_orphan_is_not():
+    import subprocess
+    import sys
+
+    spare = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # a process that is no descendant of kgen: its parent exits at once, so it is reparented
+    orphan = int(subprocess.run(["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"], capture_output=True,
+                                text=True, check=True).stdout)
+    try:
+        family = _family_seen_by_a_verifier(os.getpid())
+        assert {os.getpid(), spare.pid} <= family
+        assert orphan not in family and 1 not in family
+        # with no kgen named, a sibling is not known to be kgen's: only the verifier's own line
+        assert spare.pid not in _family_seen_by_a_verifier(None)
+    finally:
+        spare.kill()
+        spare.wait()
+        os.kill(orphan, 9)

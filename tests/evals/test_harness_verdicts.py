@@ -72,6 +72,8 @@ def test_running_out_of_device_memory_is_inconclusive_not_a_crash():
     _apply_outcome(result, report, outcome, 300)
     assert result.verdict is Verdict.INCONCLUSIVE and result.inconclusive is InconclusiveCause.OUT_OF_MEMORY
     assert "12.00 GiB" in result.reason and result.rejection is None
+    # killed before reporting: the cause says out of memory, and that whose is not known
+    assert "whose allocation failed" in result.reason
 
 
 def test_kernel_programs_still_starting_at_the_timeout_mean_slow_not_hung():

@@ -143,6 +143,10 @@ def test_the_watchdog_ends_a_child_whose_parent_is_gone(tmp_path):
 
 
 def test_the_registry_kills_a_registered_group_and_forgets_it():
+    from kgen.evals import worker_pool
+
+    worker_pool.close()  # a spare an earlier test's evaluation kept is registered too
+    assert live_groups() == {}
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     register(proc.pid, "a sleeper")
     try:
