@@ -8,8 +8,8 @@ returning one of two buffers in turn so the caller's last result is
 overwritten, keeping state in module buffers. So after the trials one
 candidate module is called six times in a row, **with no instrumentation at
 all** (no poisoned memory, no dispatch modes, no launch recording: only the
-sandbox's audit hook, which Python code cannot see), every output kept alive
-and judged against the fp64 reference:
+sandbox's audit hook, which Python code cannot see), every output kept
+(``kept_outputs.py``) and judged against the fp64 reference:
 
 1. fresh inputs: the uninstrumented call (``checker_detection`` if wrong: every
    instrumented trial at these sizes and inputs passed), with gradients enabled
@@ -41,6 +41,7 @@ from pydantic import BaseModel, Field
 from kgen.evals.candidate_call import aliased_outputs, same_values
 from kgen.evals.clock import shifted_clock
 from kgen.evals.compare import ComparisonFailure, check_structure, compare_output, failure_of
+from kgen.evals.kept_outputs import KeptOutputs
 from kgen.evals.layout import copy_inputs
 from kgen.evals.module_state import changed_state, rerandomise, state_fingerprint, transfer_weights
 from kgen.evals.result import Rejected, RejectionClass
@@ -110,14 +111,21 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
     result.weights = evaluation.transfer.how if transferred else "none"
     globals_of = evaluation.module
     generator = torch.Generator().manual_seed(seed)
-    kept: list[tuple[str, list[Any], list[torch.Tensor]]] = []
+    # the inputs' copies beside the reference: on the host when the device has no room for it
+    # (``memory_plan.py``); the outputs' copies on the host always (six calls' worth), the
+    # outputs themselves all held only where the device has room
+    pristine = evaluation.memory.reference_device(problem.sizes)
+    kept = KeptOutputs(torch.device("cpu"), hold_all=pristine == evaluation.device)
     sizes = ", ".join(f"{k}={v}" for k, v in problem.sizes.items())
 
     inputs = evaluation._inputs(problem, seed, "normal")
     args: list[Any] = []
     steps = ("plain", "clock_minutes", "clock_day", "weights", "partial", "in_place")
     for step, name in enumerate(steps, start=1):
+        if name != "in_place":
+            args = []  # the last call's buffers: only the in-place call uses them again
         if name in ("clock_minutes", "clock_day", "weights"):
+            del inputs  # freed before the next set is drawn: full-size inputs can be gigabytes
             inputs = evaluation._inputs(problem, seed + step, "normal")
         if name == "weights" and transferred:
             rerandomise(reference, torch.Generator().manual_seed(seed + 7))
@@ -127,7 +135,7 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
         if name == "in_place":
             inputs = _partially_changed(args, generator, where="start")  # the last call's own buffers
         what = f"call {step} of {len(steps)} in a row, uninstrumented ({name}), seed {seed}, sizes {sizes}"
-        saved = copy_inputs(inputs)
+        saved = copy_inputs(inputs, pristine)
         before = state_fingerprint(candidate, globals_of)
         # The candidate first: no reference output is lying in freed memory for it to find.
         args = inputs if name == "in_place" else copy_inputs(inputs)
@@ -160,18 +168,17 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
                 f"reference module leaves alone: state carried from one call to the next ({what})",
             )
         # An output the reference also returns as a view of an input changes with that input.
-        views = set(evaluation.reference_aliases)
-        kept.append((what, [o for i, o in enumerate(outputs) if i not in views],
-                     [o.detach().clone() for i, o in enumerate(outputs) if i not in views]))
+        kept.add(what, outputs, skip=set(evaluation.reference_aliases))
+        del outputs, native, ref64, saved
         result.calls.append(SequenceCall(what=what))
-    for what, outputs, copies in kept:
-        for i, (out, copy) in enumerate(zip(outputs, copies, strict=True)):
-            if not same_values(out.detach(), copy):
-                raise Rejected(
-                    RejectionClass.STALE_OUTPUT,
-                    f"output {i} of {what} changed after later calls: the candidate hands out a buffer it writes "
-                    "again (the caller's earlier result is overwritten)",
-                )
+    overwritten = kept.first_changed()
+    if overwritten is not None:
+        what, i = overwritten
+        raise Rejected(
+            RejectionClass.STALE_OUTPUT,
+            f"output {i} of {what} changed after later calls: the candidate hands out a buffer it writes "
+            "again (the caller's earlier result is overwritten)",
+        )
     return result
 
 
@@ -203,7 +210,7 @@ def _wrong_without_the_clock(
     """The same inputs once more, unwatched and with the clock as it is: still wrong means the
     fault is not the clock's (a candidate that detects instrumentation by what fresh memory
     holds can be right on one unwatched call and wrong on the next)."""
-    outputs = _plain_call(evaluation, candidate, copy_inputs(inputs), clock_shift=None, what=what)
+    outputs = _plain_call(evaluation, candidate, copy_inputs(inputs, evaluation.device), clock_shift=None, what=what)
     try:
         check_structure(outputs, native)
     except ComparisonFailure:

@@ -27,13 +27,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 #: The peak kgen aims for, as a multiple of the problem's inputs + outputs.
 TARGET_PEAK_RATIO = 3.0
 #: Share of the device's free memory a plan may use: the allocator's fragmentation, the
 #: CUDA context's own growth and the candidate's scratch buffers need the rest.
 DEVICE_HEADROOM = 0.8
+#: A CPU run's memory note: there is no device allocator to measure (``peak_bytes`` stays None).
+NOT_MEASURED = "device peak not measured on the CPU"
 
 
 class ReferencePlacement(str, Enum):
@@ -66,9 +68,12 @@ class MemoryPlan(BaseModel):
         ``device``: the inputs, the candidate's copy and the pristine copy (3 I), parameters of
         reference and candidate and the fp64 twin's, the candidate's outputs of two calls plus
         the last trial's kept for the stale-output check (3 O), the reference's outputs (O),
-        the fp64 inputs and outputs (I64 + O64), and one fp64 output of comparison scratch.
+        the fp64 inputs and outputs (I64 + O64), and one fp64 output of comparison scratch;
+        the call sequence's six outputs (their copies on the host) hold less than that.
         ``host``: the inputs and the candidate's copy (2 I), parameters twice, the outputs of
-        two calls and the last trial's (3 O).
+        two calls and the last trial's (3 O); the ghost check holds as much (a real run's, a
+        ghost run's and the tensors its launches were handed, the first run's moved to the host),
+        and the call sequence too (the last two calls' outputs beside the current, ``kept_outputs.py``).
         """
         i, o, p = self.inputs_bytes, self.outputs_bytes or 0, self.parameters_bytes
         o64 = self.outputs_fp64_bytes or 0
@@ -106,12 +111,15 @@ class MemoryReport(BaseModel):
     free_bytes_at_start: int | None = None
     #: where the fp64 reference ran, per size set ("device" or "host"), and why
     placements: dict[str, str] = Field(default_factory=dict)
+    #: each stage's own device peak: the whole run's peak alone does not say which check held it
+    stage_peaks: dict[str, int] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
 
     @property
     def problem_bytes(self) -> int:
         return self.inputs_bytes + (self.outputs_bytes or 0)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def peak_ratio(self) -> float | None:
         """Peak over inputs + outputs (None when either is unknown)."""
@@ -121,7 +129,7 @@ class MemoryReport(BaseModel):
 
     def describe(self) -> str:
         if self.peak_bytes is None:
-            return "device peak not measured on the CPU"
+            return NOT_MEASURED
         ratio = self.peak_ratio
         return (f"device peak {self.peak_bytes / 1e9:.2f} GB"
                 + (f" ({ratio:.2f}x the problem's inputs + outputs)" if ratio is not None else ""))
@@ -149,6 +157,52 @@ def _fp64_bytes(value: Any) -> int:
     if isinstance(value, dict):
         return sum(_fp64_bytes(v) for v in value.values())
     return 0
+
+
+def _recurrent_outputs(module: Any):
+    """A stand-in forward for a recurrent layer on meta tensors: its outputs' shapes follow from
+    its configuration, while its own forward unrolls every time step in Python (6-15 s for
+    KernelBench's LSTMs). ``None`` for an input it does not describe (a packed sequence)."""
+    import torch
+
+    def forward(x: Any, hx: Any = None):
+        if not isinstance(x, torch.Tensor) or x.dim() not in (2, 3):
+            return None
+        batched = x.dim() == 3
+        length, batch = (x.shape[1], x.shape[0]) if module.batch_first else (x.shape[0], x.shape[1])
+        if not batched:
+            length, batch = x.shape[0], None
+        directions = 2 if module.bidirectional else 1
+        out_size = getattr(module, "proj_size", 0) or module.hidden_size
+        out_shape = (batch, length) if module.batch_first else (length, batch)
+        out_shape = (*((length,) if not batched else out_shape), directions * out_size)
+        state = (directions * module.num_layers, *((batch,) if batched else ()))
+
+        def empty(*shape: int):
+            return torch.empty(shape, dtype=x.dtype, device="meta")
+
+        output = empty(*out_shape)
+        if module.mode == "LSTM":
+            return output, (empty(*state, out_size), empty(*state, module.hidden_size))
+        return output, empty(*state, module.hidden_size)
+
+    return forward
+
+
+def _shape_only_recurrences(model: Any) -> None:
+    """Gives each recurrent layer of ``model`` (a meta copy the plan owns) the shape-only
+    forward of :func:`_recurrent_outputs`, falling back to its own where that cannot say."""
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.RNNBase):
+            quick, own = _recurrent_outputs(module), module.forward
+
+            def forward(*args: Any, _quick=quick, _own=own, **kwargs: Any):
+                result = _quick(*args, **kwargs)
+                return _own(*args, **kwargs) if result is None else result
+
+            module.forward = forward
 
 
 def plan_memory(path: str | Path, sizes: dict[str, int] | None = None) -> MemoryPlan:
@@ -182,6 +236,7 @@ def plan_memory(path: str | Path, sizes: dict[str, int] | None = None) -> Memory
     with torch.device("meta"):
         if isinstance(model, torch.nn.Module):
             plan.parameters_bytes = sum(_bytes(t) for t in [*model.parameters(), *model.buffers()])
+            _shape_only_recurrences(model)
         meta_inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
         try:
             with torch.no_grad():

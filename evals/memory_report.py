@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kgen.evals.memory_plan import (
+    NOT_MEASURED,
     TARGET_PEAK_RATIO,
     MemoryDecision,
     MemoryPlan,
@@ -50,9 +51,13 @@ class DeviceMemory:
         self.on_gpu = device.type == "cuda"
         self.report = MemoryReport(device=str(device))
         self.plans: dict[str, tuple[MemoryPlan, MemoryDecision]] = {}
+        #: the highest peak of the stages already ended (their statistics were reset after each)
+        self._ended_peak = 0
         if self.on_gpu:
             torch.cuda.reset_peak_memory_stats(device)
             self.report.free_bytes_at_start = int(torch.cuda.mem_get_info(device)[0])
+        else:
+            self.report.notes.append(NOT_MEASURED)
 
     def decision(self, sizes: dict[str, int]) -> tuple[MemoryPlan, MemoryDecision]:
         """The plan and placement at ``sizes``; raises ``Inconclusive(harness_oom)`` when not
@@ -93,9 +98,20 @@ class DeviceMemory:
         if self.on_gpu:
             self.torch.cuda.empty_cache()
 
+    def stage_ended(self, name: str) -> None:
+        """Records the stage's own peak and starts the next stage's from what is held now, so a
+        report says which check (correctness's copies, timing's input sets) held the most."""
+        if not self.on_gpu:
+            return
+        peak = int(self.torch.cuda.max_memory_allocated(self.device))
+        self.report.stage_peaks[name] = max(peak, self.report.stage_peaks.get(name, 0))
+        self._ended_peak = max(self._ended_peak, peak)
+        self.torch.cuda.reset_peak_memory_stats(self.device)
+
     def finish(self) -> MemoryReport:
+        """The report as it stands: the peak over every stage so far (callable after each save)."""
         if self.on_gpu:
-            self.report.peak_bytes = int(self.torch.cuda.max_memory_allocated(self.device))
+            self.report.peak_bytes = max(self._ended_peak, int(self.torch.cuda.max_memory_allocated(self.device)))
         return self.report
 
     def whose_oom(self, exc: BaseException, what: str, by_candidate: bool, held_before: int | None) -> Inconclusive:

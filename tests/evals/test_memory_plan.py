@@ -38,12 +38,19 @@ def test_the_vendored_suite_is_complete():
 def test_every_kernelbench_problem_is_planned_from_meta_tensors_and_fits_80_gb():
     rows, unplaced, partial = [], [], []
     started = time.monotonic()
+    timings = []
     for path in _problems():
+        one = time.monotonic()
         plan = plan_memory(path)
+        timings.append((time.monotonic() - one, f"{path.parent.name}/{path.name}"))
         decision = choose_placement(plan, H100_FREE)
         rows.append((path.parent.name, path.name, plan, decision))
         if not decision.fits:
-            unplaced.append(f"{path.parent.name}/{path.name}: {decision.why}")
+            unplaced.append(
+                f"{path.parent.name}/{path.name}: inputs {plan.inputs_bytes / GB:.2f} GB, outputs "
+                f"{(plan.outputs_bytes or 0) / GB:.2f} GB, predicted peak {decision.predicted_peak_bytes / GB:.1f} GB "
+                f"({decision.why})"
+            )
         if plan.outputs_bytes is None:
             partial.append(f"{path.parent.name}/{path.name}: {plan.note}")
     seconds = time.monotonic() - started
@@ -60,7 +67,10 @@ def test_every_kernelbench_problem_is_planned_from_meta_tensors_and_fits_80_gb()
     over = [f"{lvl}/{name}" for lvl, name, p, d in rows
             if d.placement is ReferencePlacement.HOST and d.predicted_peak_bytes > 3 * p.problem_bytes]
     assert not over, over
-    assert seconds < 250, f"planning took {seconds:.0f} s"
+    # meta tensors allocate nothing and recurrent layers are planned from their configuration:
+    # ~5 s for all 250 on a 2-core CPU; a quarter of a second each leaves room for slower machines
+    slowest = ", ".join(f"{name} {s:.1f} s" for s, name in sorted(timings, reverse=True)[:5])
+    assert seconds < 0.25 * len(rows), f"planning took {seconds:.0f} s; slowest: {slowest}"
 
 
 def test_relu_at_full_size_is_planned_on_the_host_and_small_sizes_on_the_device():
@@ -113,3 +123,53 @@ def test_a_forward_without_meta_kernels_leaves_outputs_unknown(tmp_path):
     assert plan.inputs_bytes == 64 * 64 * 4
     assert plan.outputs_bytes is None and "meta" in plan.note
     assert torch.device("cpu") == torch.empty(1).device  # the default device is left as it was
+
+
+RECURRENT = {
+    "LSTM batch-first bidirectional": (torch.nn.LSTM(8, 16, 3, batch_first=True, bidirectional=True), (4, 7, 8), True),
+    "LSTM time-first, no state given": (torch.nn.LSTM(8, 16, 2), (7, 4, 8), False),
+    "LSTM with a projection": (torch.nn.LSTM(8, 16, 2, proj_size=5, bidirectional=True), (7, 4, 8), True),
+    "LSTM unbatched": (torch.nn.LSTM(8, 16, 2, bidirectional=True), (7, 8), True),
+    "GRU batch-first bidirectional": (torch.nn.GRU(8, 16, 3, batch_first=True, bidirectional=True), (4, 7, 8), True),
+    "GRU unbatched, no state": (torch.nn.GRU(8, 16, 1, batch_first=True), (7, 8), False),
+    "RNN relu time-first": (torch.nn.RNN(8, 16, 2, nonlinearity="relu"), (7, 4, 8), True),
+}
+
+
+def _state(layer: torch.nn.RNNBase, shape: tuple[int, ...]):
+    directions = 2 if layer.bidirectional else 1
+    batch = () if len(shape) == 2 else (shape[0] if layer.batch_first else shape[1],)
+    h = torch.zeros(directions * layer.num_layers, *batch, layer.proj_size or layer.hidden_size)
+    if isinstance(layer, torch.nn.LSTM):
+        return h, torch.zeros(directions * layer.num_layers, *batch, layer.hidden_size)
+    return h
+
+
+@pytest.mark.parametrize("name", sorted(RECURRENT))
+def test_recurrent_layers_are_planned_with_their_real_output_shapes(tmp_path, name):
+    """Recurrent layers are planned from their configuration (their meta forward unrolls every
+    time step): the plan's outputs must be the real forward's, byte for byte."""
+    from kgen.evals.memory_plan import _shape_only_recurrences
+
+    layer, shape, with_state = RECURRENT[name]
+    args = (torch.randn(*shape), _state(layer, shape)) if with_state else (torch.randn(*shape),)
+    real = layer(*args)
+    meta = layer.to("meta")
+    _shape_only_recurrences(meta)
+    planned = meta(*[a.to("meta") if isinstance(a, torch.Tensor) else tuple(t.to("meta") for t in a) for a in args])
+
+    def shapes(value):
+        return [tuple(t.shape) for t in torch.utils._pytree.tree_leaves(value)]
+
+    assert shapes(planned) == shapes(real), name
+    assert all(t.device.type == "meta" for t in torch.utils._pytree.tree_leaves(planned))
+
+
+def test_a_packed_sequence_falls_back_to_the_layer_own_forward():
+    from kgen.evals.memory_plan import _shape_only_recurrences
+
+    layer = torch.nn.GRU(8, 16, 1)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 3, 8), [5, 4, 2])
+    _shape_only_recurrences(layer)
+    out, h = layer(packed)
+    assert isinstance(out, torch.nn.utils.rnn.PackedSequence) and tuple(h.shape) == (1, 3, 16)
