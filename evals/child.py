@@ -36,7 +36,7 @@ from kgen.evals.failure_diagnosis import (
     name_failure,
     probe_precision,
 )
-from kgen.evals.memory_plan import MemoryReport, ReferencePlacement
+from kgen.evals.memory_plan import MemoryReport
 from kgen.evals.policies import Policies, Precision
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.result import (
@@ -85,6 +85,10 @@ class ChildRequest(BaseModel):
     reference_self_test: bool = False
     #: a run's folder of baseline timings (``baseline_cache.py``); None: measure them here
     baseline_cache_dir: str | None = None
+    #: only the static checks, loading and timing: the candidate was verified by another
+    #: verifier process already (``evals/batch.py`` verifies a batch in parallel, then times
+    #: the passed ones one at a time, each alone on the GPU)
+    timing_only: bool = False
 
 
 class ChildReport(ResultModel):
@@ -145,6 +149,10 @@ class _Evaluation:
         self.memory = DeviceMemory(torch, self.device, request.problem_path)
         #: the sizes of the inputs made last: where their reference runs follows from them
         self.sizes_now: dict[str, int] = dict(request.size_sets[0])
+        #: where the ghost check and the call sequence run: the first size set, or smaller sizes
+        #: when the device cannot hold its reference (``_plan``)
+        self.behaviour_sizes: dict[str, int] = dict(request.size_sets[0])
+        self.generated: list[dict[str, int]] = []
         self.module: Any = None
         self.first_launches: list[KernelLaunch] = []
         self._held_before_call: int | None = None
@@ -179,6 +187,7 @@ class _Evaluation:
         (torch.randn(512, 512) @ torch.randn(512, 512)).sum().item()
         if self.device.type == "cuda":
             torch.ones(1, device=self.device).sum().item()
+        self.backend.warm_up(str(self.device))
 
     def save(self) -> None:
         self.report.memory = self.memory.finish()
@@ -248,21 +257,31 @@ class _Evaluation:
     def _plan(self) -> list[tuple[dict[str, int], str, int]]:
         """(sizes, distribution, seed) for every trial, in the order that names failures."""
         from kgen.evals.input_distributions import distributions_for
-        from kgen.evals.problem import load_problem
+        from kgen.evals.problem import load_problem, read_problem
 
         seeds = self.request.seeds
         first_sizes = self.request.size_sets[0]
-        plan = [(first_sizes, "normal", seed) for seed in seeds]
+        info = read_problem(self.request.problem_path)
+        # Where the device cannot hold the fp64 reference, one trial runs at the full sizes and
+        # the rest where it can (``DeviceMemory.scaled``): the report's memory notes say which.
+        rest = self.memory.scaled(info, first_sizes) or first_sizes
+        self.behaviour_sizes = rest
+        plan = [(first_sizes, "normal", seeds[0])] + [(rest, "normal", seed) for seed in seeds[1:]]
         if self.request.distributions:
             self.torch.manual_seed(seeds[0])
-            problem = load_problem(self.request.problem_path, first_sizes)
+            problem = load_problem(self.request.problem_path, rest)
             names = [d for d in distributions_for(problem.info, problem.get_inputs()) if d != "normal"]
-            probe_sizes = self.request.probe_sizes or first_sizes
+            drawn = self.memory.distribution_sizes(info, rest) or rest
+            probe_sizes = self.request.probe_sizes or drawn
             plan += [
-                (probe_sizes if name in PROBE_DISTRIBUTIONS else first_sizes, name, seeds[(i + 1) % len(seeds)])
+                (probe_sizes if name in PROBE_DISTRIBUTIONS else drawn, name, seeds[(i + 1) % len(seeds)])
                 for i, name in enumerate(names)
             ]
-        plan += [(sizes, "normal", seeds[i % len(seeds)]) for i, sizes in enumerate(self.request.size_sets[1:])]
+        for i, sizes in enumerate(self.request.size_sets[1:]):
+            scaled = self.memory.scaled(info, sizes)
+            if scaled is not None and sizes in self.generated:
+                self.generated.append(scaled)
+            plan.append((scaled or sizes, "normal", seeds[i % len(seeds)]))
         return plan
 
     def correctness(self) -> None:
@@ -271,8 +290,9 @@ class _Evaluation:
         started = time.monotonic()
         self.worst = 0.0
         self.problems: dict[str, Any] = {}
+        self.generated = [self.request.size_sets[i] for i in self.request.generated_size_sets]
         plan = self._plan()
-        generated = [self.request.size_sets[i] for i in self.request.generated_size_sets]
+        generated = self.generated
         fallbacks = {
             repr(sorted(self.request.size_sets[i].items())): sets
             for i, sets in self.request.fallback_size_sets.items()
@@ -284,11 +304,13 @@ class _Evaluation:
                 for alone in fallbacks.get(repr(sorted(sizes.items())), []):
                     self._run_trial(alone, distribution, seed, generated=True)
         first = self._problem(self.request.size_sets[0])
+        behaviour = self._problem(self.behaviour_sizes)
         if not self.request.reference_self_test:
-            self._ghost_check(first, self.request.seeds[0])
+            self._ghost_check(behaviour, self.request.seeds[0])
         # The plain calls before the cache probe: both run uninstrumented, and a candidate that
         # is honest only while watched is then named for that, not for what its cheat looks like.
-        sequence = run_call_sequence(self, first, self.request.seeds[0] + 31337)
+        sequence = run_call_sequence(self, behaviour, self.request.seeds[0] + 31337)
+        # at the full sizes always: it needs no reference, and a cache keyed by size is caught there
         self._cache_probe(first, self.request.seeds[-1])
         self.stage(
             "correctness",
@@ -361,11 +383,16 @@ class _Evaluation:
         self.memory.decision(problem.sizes)  # a problem this device cannot hold ends here, before allocating
         self.sizes_now = dict(problem.sizes)
         self.torch.manual_seed(seed)
-        if distribution == "normal" and self.memory.placement(problem.sizes) is ReferencePlacement.HOST:
-            # Gigabytes of inputs: drawn on the device from the same seed (reproducible there),
-            # not on the host and copied over; the other distributions transform on the host.
-            with self.torch.device(self.device):
-                return copy_inputs(problem.get_inputs(), self.device)
+        if distribution == "normal" and self.device.type == "cuda":
+            # Drawn on the device from the same seed (reproducible there), not on the host and
+            # copied over: at the default sizes a host draw of every input set took seconds per
+            # candidate, at full size minutes. The other distributions transform on the host.
+            # A get_inputs() the device cannot run (a host generator, numpy) is drawn on the host.
+            try:
+                with self.torch.device(self.device):
+                    return copy_inputs(problem.get_inputs(), self.device)
+            except (RuntimeError, TypeError, ValueError):
+                self.torch.manual_seed(seed)
         inputs = apply_distribution(distribution, problem.get_inputs(), distribution_generator(seed, distribution))
         return copy_inputs(inputs, self.device)
 
@@ -792,6 +819,9 @@ class _Evaluation:
 
 
 STAGES = ("static", "load", "correctness", "compile", "train_check", "timing")
+#: what a timing-only verifier runs: the same static rules and loading, then the timing (whose
+#: last timed call is compared with the fp64 reference again)
+TIMING_ONLY_STAGES = ("static", "load", "timing")
 #: how many static rule violations a rejection reason lists (all of them are in the stage's evidence)
 STATIC_SHOWN = 20
 
@@ -811,6 +841,8 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
         evaluation.timing,
     )
     for name, step in zip(STAGES, steps, strict=True):
+        if request.timing_only and name not in TIMING_ONLY_STAGES:
+            continue
         started = time.monotonic()
         try:
             step()

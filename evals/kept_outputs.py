@@ -25,7 +25,6 @@ import torch
 
 from kgen.evals.candidate_call import same_values
 
-
 #: Calls whose outputs stay held when the rest are kept weakly: the call that overwrites a
 #: result is most often the next, and the memory plan has room for two calls' outputs.
 HELD_CALLS = 2

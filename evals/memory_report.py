@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kgen.evals.memory_plan import (
+    DISTRIBUTION_BYTES,
     NOT_MEASURED,
     TARGET_PEAK_RATIO,
     MemoryDecision,
@@ -86,6 +87,65 @@ class DeviceMemory:
 
     def placement(self, sizes: dict[str, int]) -> ReferencePlacement:
         return self.decision(sizes)[1].placement
+
+    def scaled(self, info: Any, sizes: dict[str, int]) -> dict[str, int] | None:
+        """Sizes for the checks beyond the first full-size trial, where the device cannot hold
+        the fp64 reference at ``sizes``; None when it can (or no smaller sizes fit either).
+
+        At such sizes every check pays a host reference: the inputs and outputs cross to the
+        host, the reference runs there in fp64 and comes back a chunk at a time (about a
+        minute per trial for KernelBench's 6.4 GB ReLU on an H100). One trial and the cache
+        probe stay at the full sizes (the indexing, tiling and launch grid there are what the
+        user runs); the other seeds, size sets, the ghost check and the call sequence run where
+        the reference fits on the device, within :data:`TARGET_PEAK_RATIO` of the full
+        problem's own inputs + outputs, and the report says so."""
+        if not self.on_gpu or self.placement(sizes) is not ReferencePlacement.HOST:
+            return None
+        free, limit = self.report.free_bytes_at_start, TARGET_PEAK_RATIO * self.decision(sizes)[0].problem_bytes
+
+        def fits(plan: MemoryPlan) -> bool:
+            decision = choose_placement(plan, free)
+            return decision.placement is ReferencePlacement.DEVICE and decision.predicted_peak_bytes <= limit
+
+        return self._smaller(info, sizes, fits, "the other seeds, size sets, the ghost check and the call sequence",
+                             "where the fp64 reference fits on the device (at these sizes it needs the host)")
+
+    def distribution_sizes(self, info: Any, sizes: dict[str, int]) -> dict[str, int] | None:
+        """Sizes for the input distributions other than ``normal`` on a GPU, where ``sizes``
+        hold more than :data:`DISTRIBUTION_BYTES` of inputs + outputs; None otherwise.
+
+        Those inputs are transformed on the host from the seed (a CPU generator, the same
+        numbers on every machine) and copied over: 10-25 s per distribution for 3 GB of
+        inputs. A distribution changes values, not shapes; the shapes are the normal trials'
+        to cover, so the distributions run on fewer rows, the long axes kept whole."""
+        if not self.on_gpu:
+            return None
+        if self._plan(sizes).problem_bytes <= DISTRIBUTION_BYTES:
+            return None
+        return self._smaller(info, sizes, lambda plan: plan.problem_bytes <= DISTRIBUTION_BYTES,
+                             "the input distributions other than normal",
+                             f"where their inputs + outputs hold at most {DISTRIBUTION_BYTES / 1e9:.1f} GB "
+                             "(they are drawn on the host)")
+
+    def _plan(self, sizes: dict[str, int]) -> MemoryPlan:
+        key = _sizes_key(sizes)
+        return self.plans[key][0] if key in self.plans else plan_memory(self.problem_path, sizes)
+
+    def _smaller(self, info: Any, sizes: dict[str, int], fits: Any, which: str, why: str) -> dict[str, int] | None:
+        from kgen.evals.size_sets import scaled_to_fit
+
+        def planned_fit(candidate: dict[str, int]) -> bool:
+            try:
+                return bool(fits(plan_memory(self.problem_path, candidate)))
+            except Exception:  # noqa: BLE001 - sizes the problem cannot be planned at do not fit
+                return False
+
+        scaled = scaled_to_fit(info, sizes, planned_fit)
+        key = _sizes_key(sizes)
+        if scaled is not None and f"{key} ({which})" not in self.report.scaled_sizes:
+            self.report.scaled_sizes[f"{key} ({which})"] = dict(scaled)
+            self.report.notes.append(f"sizes {key}: {which} ran at {_sizes_key(scaled)}, {why}")
+        return scaled
 
     def reference_device(self, sizes: dict[str, int]) -> Any:
         """Where the reference and the pristine input copy live at ``sizes``."""

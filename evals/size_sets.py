@@ -59,7 +59,7 @@ constant with a hidden relation does not hide every other one's move.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -260,6 +260,30 @@ def within_cpu_budget(info: ProblemInfo, base: dict[str, int], movable: Iterable
             return base
         base = _consistent(info, {**base, largest: base[largest] // 2})
     return base
+
+
+def scaled_to_fit(info: ProblemInfo, base: Mapping[str, int], fits: Callable[[dict[str, int]], bool]) -> dict[str, int] | None:
+    """``base`` with its movable constants halved until ``fits`` says yes; None when ``base``
+    fits already or no halving does.
+
+    Batch-like constants give way first: an axis a kernel walks inside one program (a
+    reduction's length, the innermost axis) keeps its length, and with it the accumulation and
+    the tiling a trial at the full size exercises; only when no other constant is left to
+    halve do those shrink too."""
+    sizes = dict(base)
+    if fits(sizes):
+        return None
+    movable = [n for n in movable_sizes(info) if n in sizes]
+    long = long_axes(info, sizes, movable)
+    for _ in range(64):
+        shrinkable = [n for n in movable if n not in long and sizes[n] > 1] or [n for n in movable if sizes[n] > 1]
+        if not shrinkable:
+            return None
+        largest = max(shrinkable, key=lambda n: sizes[n])
+        sizes = _consistent(info, {**sizes, largest: sizes[largest] // 2})
+        if fits(sizes):
+            return sizes
+    return None
 
 
 def _beyond_default(info: ProblemInfo, base: dict[str, int], name: str, cap: int, movable: list[str]) -> dict[str, int]:

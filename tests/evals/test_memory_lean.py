@@ -22,6 +22,7 @@ from kgen.evals.memory_report import DeviceMemory, is_out_of_memory
 from kgen.evals.result import InconclusiveCause
 
 RELU = Path(__file__).resolve().parents[1] / "fixtures" / "problems" / "relu_kernelbench.py"
+KERNELBENCH_RELU = Path(__file__).resolve().parents[1] / "fixtures" / "kernelbench" / "level1" / "19_ReLU.py"
 #: small enough that every case below spans several chunks, and no case's length is a multiple of it
 SMALL_CHUNK = 1000
 N = 4099
@@ -299,3 +300,45 @@ def test_without_room_only_the_last_calls_outputs_stay_held():
     alive = [r() is not None for r in refs]
     assert alive == [False] * (5 - HELD_CALLS) + [True] * HELD_CALLS
     assert kept.first_changed() is None
+
+
+def _as_if_on(free_bytes: int, path: Path) -> DeviceMemory:
+    """A device memory book that plans as a GPU with ``free_bytes`` free would (nothing is
+    allocated by planning, so the decisions can be checked here)."""
+    memory = DeviceMemory(torch, torch.device("cpu"), str(path))
+    memory.on_gpu = True
+    memory.report.free_bytes_at_start = free_bytes
+    memory.report.notes.clear()
+    return memory
+
+
+def test_a_problem_whose_reference_needs_the_host_runs_one_full_trial_and_the_rest_smaller():
+    from kgen.evals.memory_plan import (
+        DISTRIBUTION_BYTES,
+        TARGET_PEAK_RATIO,
+        choose_placement,
+        plan_memory,
+    )
+    from kgen.evals.problem import read_problem
+
+    path = KERNELBENCH_RELU
+    info = read_problem(path)
+    memory = _as_if_on(79 * 10**9, path)
+    full = dict(info.sizes)
+    scaled = memory.scaled(info, full)
+    assert scaled is not None and scaled["dim"] == full["dim"] and scaled["batch_size"] < full["batch_size"]
+    decision = choose_placement(plan_memory(path, scaled), 79 * 10**9)
+    assert decision.placement.value == "device"
+    # within the target against the full problem's own inputs + outputs
+    assert decision.predicted_peak_bytes <= TARGET_PEAK_RATIO * plan_memory(path).problem_bytes
+    drawn = memory.distribution_sizes(info, scaled)
+    assert drawn is not None and drawn["dim"] == full["dim"]
+    assert plan_memory(path, drawn).problem_bytes <= DISTRIBUTION_BYTES
+    assert len(memory.report.scaled_sizes) == 2 and len(memory.report.notes) >= 2
+    assert any("ghost check" in note for note in memory.report.notes)
+    # small sizes: nothing scaled
+    small = _as_if_on(79 * 10**9, path)
+    assert small.scaled(info, {"batch_size": 64, "dim": 4096}) is None
+    assert small.distribution_sizes(info, {"batch_size": 64, "dim": 4096}) is None
+    # and a CPU run never scales
+    assert _memory().scaled(info, full) is None

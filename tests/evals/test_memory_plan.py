@@ -97,7 +97,11 @@ def test_nothing_is_allocated_while_planning():
 
 @pytest.mark.parametrize(
     ("free", "placement", "fits"),
-    [(None, ReferencePlacement.DEVICE, True), (10**12, ReferencePlacement.DEVICE, True),
+    [(None, ReferencePlacement.DEVICE, True),
+     # plenty of room: 6.5x the problem is a twentieth of the device
+     (10**12, ReferencePlacement.DEVICE, True),
+     # room for it, but at 6.5x the problem and over half of what is usable: the host
+     (80 * GB, ReferencePlacement.HOST, True),
      (30 * GB, ReferencePlacement.HOST, True), (5 * GB, ReferencePlacement.HOST, False)],
 )
 def test_placement_follows_the_free_memory(free, placement, fits):
@@ -173,3 +177,68 @@ def test_a_packed_sequence_falls_back_to_the_layer_own_forward():
     _shape_only_recurrences(layer)
     out, h = layer(packed)
     assert isinstance(out, torch.nn.utils.rnn.PackedSequence) and tuple(h.shape) == (1, 3, 16)
+
+
+def _fits_on(free: int):
+    def fits(path: Path):
+        return lambda sizes: choose_placement(plan_memory(path, sizes), free).placement is ReferencePlacement.DEVICE
+    return fits
+
+
+def test_problems_too_big_for_a_device_reference_get_smaller_sizes_that_fit_keeping_long_axes():
+    """The checks beyond the first full-size trial run where the fp64 reference fits on the
+    device; the axis a kernel walks inside one program keeps its full length."""
+    from kgen.evals.problem import read_problem
+    from kgen.evals.size_sets import long_axes, movable_sizes, scaled_to_fit
+
+    scaled_count = 0
+    for path in _problems():
+        plan = plan_memory(path)
+        if choose_placement(plan, H100_FREE).placement is not ReferencePlacement.HOST:
+            continue
+        info = read_problem(path)
+        scaled = scaled_to_fit(info, info.sizes, _fits_on(H100_FREE)(path))
+        assert scaled is not None, path.name
+        assert _fits_on(H100_FREE)(path)(scaled), (path.name, scaled)
+        assert set(scaled) >= set(info.sizes) and scaled != dict(info.sizes)
+        movable = movable_sizes(info)
+        long = long_axes(info, info.sizes, movable)
+        if any(name not in long for name in movable):  # else the long axes are all there is to halve
+            assert all(scaled[name] == info.sizes[name] for name in long if name in scaled), (path.name, scaled, long)
+        assert all(scaled[name] <= info.sizes[name] for name in info.sizes), (path.name, scaled)
+        scaled_count += 1
+    # the enlarged level-1 elementwise, norm and pooling files: checked above, one by one
+    assert scaled_count >= 20
+
+
+def test_a_problem_that_fits_is_not_scaled_and_one_that_cannot_shrink_says_so(tmp_path):
+    from kgen.evals.problem import read_problem
+    from kgen.evals.size_sets import scaled_to_fit
+
+    relu = KERNELBENCH / "level1" / "19_ReLU.py"
+    info = read_problem(relu)
+    assert scaled_to_fit(info, info.sizes, lambda sizes: True) is None
+    assert scaled_to_fit(info, info.sizes, lambda sizes: False) is None  # halved to 1 x 1 and still no
+    # sizes fixed inside get_inputs(): nothing to halve
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+        "def get_inputs():\n    return [torch.randn(1024, 1024)]\n\ndef get_init_inputs():\n    return []\n"
+    )
+    assert scaled_to_fit(read_problem(fixed), {}, lambda sizes: False) is None
+
+
+def test_a_small_problem_stays_on_the_device_whatever_its_multiple_and_a_big_one_within_target_too():
+    small = MemoryPlan(inputs_bytes=GB // 4, outputs_bytes=GB // 4, inputs_fp64_bytes=GB // 2, outputs_fp64_bytes=GB // 2)
+    assert small.device_peak(ReferencePlacement.DEVICE) > 3 * small.problem_bytes
+    assert choose_placement(small, H100_FREE).placement is ReferencePlacement.DEVICE
+    # a big input with a tiny output (a reduction): the fp64 twin and copies of the input
+    reduction = MemoryPlan(inputs_bytes=8 * GB, outputs_bytes=2 * 10**6, inputs_fp64_bytes=16 * GB,
+                           outputs_fp64_bytes=4 * 10**6)
+    decision = choose_placement(reduction, H100_FREE)
+    assert decision.placement is ReferencePlacement.HOST and decision.fits
+    assert "target" in decision.why and decision.predicted_peak_bytes <= 3 * reduction.problem_bytes
+    # when the host placement would not fit either, a device placement that fits is kept
+    huge_params = reduction.model_copy(update={"parameters_bytes": 30 * GB})
+    assert choose_placement(huge_params, H100_FREE).placement is ReferencePlacement.DEVICE or \
+        not choose_placement(huge_params, H100_FREE).fits
