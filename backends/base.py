@@ -65,6 +65,11 @@ class Backend(Protocol):
     def load_candidate(self, path: Path) -> types.ModuleType:
         """Import a candidate module from its file (kernels need their source on disk)."""
 
+    def warm_up(self, device: str) -> None:
+        """Load what the first kernel launch would load (the GPU driver's libraries) before
+        any candidate code runs: loading may start a helper process, which the sandbox refuses
+        once candidate code is on the stack. A no-op where nothing needs loading."""
+
     def record_launches(
         self, execute: bool = True, on_skip: Callable[[list[Any]], None] | None = None
     ) -> AbstractContextManager[LaunchLog]:

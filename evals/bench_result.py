@@ -102,6 +102,9 @@ class BenchResult(BaseModel):
     gpu_check: str = ""
     #: the honest op the candidate's deferred-work check was judged against (None: not calibrated)
     sync_calibration: SyncCalibration | None = None
+    #: where the timing stage's seconds went ("setup", "inputs", "calibration", "candidate",
+    #: "recheck", "baselines", "sol"): what a faster search loop has to shorten
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("measurements", mode="before")
     @classmethod

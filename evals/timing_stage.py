@@ -46,6 +46,19 @@ def _sync_calibration(reference, input_sets, host_reference: bool, torch) -> tup
         return None, f"not calibrated ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
 
 
+class PhaseClock:
+    """Seconds per phase of the timing stage, each lap ending the phase it names."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 3)
+        self._last = now
+
+
 def _note_cache(outcome, name: str, errors: dict[str, str]) -> None:
     """A re-measured baseline's drift, or a corrupt cache entry ignored, goes into the report."""
     if outcome.drift:
@@ -87,6 +100,7 @@ def run_timing(ev) -> None:
     if not ev.request.bench:
         return
     started = time.monotonic()
+    phases = PhaseClock()
     torch = ev.torch
     if ev.device.type != "cuda":
         ev.stage("timing", StageStatus.SKIPPED, "timings need a GPU: not measured", started)
@@ -99,6 +113,7 @@ def run_timing(ev) -> None:
     # Rotating input sets keep the L2 cache from serving a trial; a problem too big for the
     # device to hold its reference is gigabytes per input, far past any L2: one set is enough.
     big = ev.memory.placement(sizes) is ReferencePlacement.HOST
+    phases.lap("setup")  # the problem at the timing sizes and its memory plan
     input_sets = [ev._inputs(problem, seed + 1000 + i, "normal") for i in range(1 if big else TIMING_INPUT_SETS)]
     reference, candidate = ev._models(problem, seed)
     last: dict[str, Any] = {}
@@ -119,12 +134,15 @@ def run_timing(ev) -> None:
     measurements: dict[str, Any] = {}
     errors: dict[str, str] = {}
     with torch.no_grad():
+        phases.lap("inputs")
         calibration, calibration_note = _sync_calibration(reference, input_sets, big, torch)
         if calibration_note:
             errors["sync_calibration"] = calibration_note
+        phases.lap("calibration")
         with ev.guard:
             result = time_on_gpu(timed_candidate, input_sets, budget_s=2.0, calibration=calibration)
         ev._raise_guard_violation()
+        phases.lap("candidate")
         measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
         # The outputs of a timed call are checked again: no switching behaviour once timing starts.
         index = next(i for i, s in enumerate(input_sets) if s[0] is last["args"][0])
@@ -136,23 +154,29 @@ def run_timing(ev) -> None:
         failure = failure_of(comparisons)
         if failure is not None:
             raise Rejected(RejectionClass.STALE_OUTPUT, f"the output of a timed call is wrong: {failure}")
-        baselines: list[tuple[str, Any]] = [("eager", reference), ("torch.compile", torch.compile(reference))]
-        try:
-            baselines.append(("liger", liger_baseline(problem)))
-        except BaselineUnavailable as exc:
-            errors["liger"] = f"not measured: {exc}"
+        phases.lap("recheck")
+        # Built only when timed: torch.compile's first call imports dynamo and inductor (seconds),
+        # which a baseline reused from the run's cache does not need.
+        baselines: list[tuple[str, Any]] = [
+            ("eager", lambda: reference), ("torch.compile", lambda: torch.compile(reference)),
+            ("liger", lambda: liger_baseline(problem)),
+        ]
         same = _comparable(ev, problem, torch)
-        for name, fn in baselines:
+        for name, build in baselines:
             try:
                 outcome = cached(reusable_cache_dir(ev.request.baseline_cache_dir, neighbours), cache_key(**same, baseline=name),
                                  # a baseline is honest by construction: no deferred-work series
-                                 lambda fn=fn: time_on_gpu(fn, input_sets, budget_s=2.0,
-                                                           check_sync=False).model_dump())
+                                 lambda build=build: time_on_gpu(build(), input_sets, budget_s=2.0,
+                                                                 check_sync=False).model_dump())
+            except BaselineUnavailable as exc:
+                errors[name] = f"not measured: {exc}"
+                continue
             except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
                 errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 continue
             measurements[name] = {**outcome.value, "reused": outcome.reused, "age_s": round(outcome.age_s, 1)}
             _note_cache(outcome, name, errors)
+        phases.lap("baselines")
     if any(flag.startswith("timer_patched") for flag in result.flags):
         raise Rejected(RejectionClass.TIMING_ATTACK, f"the timers were tampered with: {'; '.join(result.flags)}")
     if any(flag.startswith("deferred_work") for flag in result.flags):
@@ -180,6 +204,7 @@ def run_timing(ev) -> None:
                 "a time the hardware cannot reach is a measurement being fooled, not a record",
             )
         sol = with_measurement(sol, result.median_ms, baseline_ms=eager_ms)
+    phases.lap("sol")
     ev.report.bench = BenchResult.model_validate({
         "device_name": torch.cuda.get_device_name(ev.device),
         "sizes": problem.sizes,
@@ -189,6 +214,7 @@ def run_timing(ev) -> None:
         "shared_gpu": neighbours.describe(),
         "sync_calibration": calibration.model_dump() if calibration is not None else None,
         "gpu_check": "NVML" if neighbours.available else f"not checked: {neighbours.reason}",
+        "phase_seconds": phases.seconds,
     })
     if neighbours.describe():
         ev.report.bench.errors["shared_gpu"] = neighbours.describe()

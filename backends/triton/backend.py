@@ -71,6 +71,16 @@ class TritonBackend:
 
         return gpu_idioms_on_cpu(target)
 
+    def warm_up(self, device: str) -> None:
+        """On a GPU, Triton's driver utilities: building them looks libcuda up with
+        ``ldconfig -p`` (cached for the process), which would otherwise happen inside the
+        candidate's first launch, a subprocess the sandbox refuses there."""
+        if device.split(":", 1)[0] in ("cuda", "hip", "gpu", "rocm"):
+            from triton.runtime import driver
+
+            driver.active.utils  # noqa: B018 - the property builds and loads the utilities
+            driver.active.get_current_device()
+
     def report_progress(self, path: Path) -> None:
         """In the CPU interpreter: every kernel program start counts (``interpreter_progress.py``)."""
         if os.environ.get("TRITON_INTERPRET") == "1":
