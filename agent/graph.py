@@ -89,6 +89,27 @@ class TaskInput(TypedDict):
     parents: dict[str, dict]
 
 
+def agent_eval_options(device: str, backend: str, target: str, *, full: bool, train_check: bool,
+                       timeout_s: float, run_path: Path):
+    """How the agent evaluates a candidate: on a GPU, candidates are screened at the small size
+    plan and timed, and the winner is then verified at full sizes; on a CPU both plans are the
+    small one. ``scripts/eval_throughput.py`` measures exactly these options."""
+    from kgen.evals.harness import EvalOptions
+
+    return EvalOptions(
+        device=device,
+        backend=backend,
+        targets=[target],
+        small_sizes=device == "cuda" and not full,
+        n_seeds=3 if full else 2,
+        bench=device == "cuda",
+        train_check=train_check and full,
+        timeout_s=timeout_s,
+        baseline_cache_dir=str(run_path / "baselines"),
+        prestart=True,  # candidates are evaluated one after another: keep a verifier warm
+    )
+
+
 class Runner:
     """The nodes of the graph, bound to one run directory and its options."""
 
@@ -418,22 +439,9 @@ class Runner:
     # -- evaluate --------------------------------------------------------------------
 
     def eval_options(self, state: RunState, target: str, *, full: bool):
-        from kgen.evals.harness import EvalOptions
-
-        on_gpu = self.device == "cuda"
-        return EvalOptions(
-            device=self.device,
-            backend=state["spec"]["backend"],
-            targets=[target],
-            # on a GPU, candidates are screened at the small size plan and timed; the winner
-            # is then verified at full sizes. On a CPU both plans are the small one.
-            small_sizes=on_gpu and not full,
-            n_seeds=3 if full else 2,
-            bench=on_gpu,
-            train_check=self.options.train_check and full,
-            timeout_s=self.options.eval_timeout_s,
-            baseline_cache_dir=str(self.run.path / "baselines"),
-            prestart=True,  # candidates are evaluated one after another: keep a verifier warm
+        return agent_eval_options(
+            self.device, state["spec"]["backend"], target, full=full, train_check=self.options.train_check,
+            timeout_s=self.options.eval_timeout_s, run_path=self.run.path,
         )
 
     def load_eval(self, candidate_id: str, name: str = "eval.json"):
@@ -445,27 +453,44 @@ class Runner:
         return EvalResult.model_validate_json(path.read_text())
 
     def evaluate(self, state: RunState) -> dict:
-        from kgen.evals.harness import UsageError, evaluate
+        """Every pending candidate, as one batch (``evals/batch.py``: on a GPU verified in
+        parallel, then timed one at a time); each result is saved the moment it is known."""
+        from kgen.evals.batch import evaluate_batch
+        from kgen.evals.harness import UsageError
 
         updates: dict[str, dict] = {}
         pending = sorted((r for r in self.records(state) if r.status == "pending"), key=lambda r: r.id)
-        for index, record in enumerate(pending, start=1):
-            result = self.load_eval(record.id)
-            if result is None:
-                if self.out_of_time():
-                    self.say(f"time limit reached: {len(pending) - index + 1} candidate(s) not evaluated")
-                    break
-                self.say(f"evaluating {record.id} [{index}/{len(pending)}] ({record.kind}"
-                         f"{', ' + record.description if record.description else ''})")
-                try:
-                    result = evaluate(self.problem_ref(state), self.run.candidate_source(record.id),
-                                      self.eval_options(state, record.target, full=self.device == "cpu"))
-                except UsageError as exc:
-                    raise RunError(str(exc)) from exc
-                self.run.write(f"candidates/{record.id}/eval.json", result.model_dump_json(indent=1))
-            updated = apply_result(record, result)
-            updates[record.id] = updated.model_dump()
-            self.say(f"{record.id}: {describe(updated)}")
+        results = {r.id: result for r in pending if (result := self.load_eval(r.id)) is not None}
+        for record in pending:
+            if record.id in results:  # evaluated before the run was interrupted
+                self.say(f"{record.id}: {describe(apply_result(record, results[record.id]))}")
+        todo = [r for r in pending if r.id not in results]
+
+        def announce(index: int) -> None:
+            record = todo[index]
+            self.say(f"evaluating {record.id} [{index + 1}/{len(todo)}] ({record.kind}"
+                     f"{', ' + record.description if record.description else ''})")
+
+        def save(index: int, result) -> None:
+            record = todo[index]
+            self.run.write(f"candidates/{record.id}/eval.json", result.model_dump_json(indent=1))
+            results[record.id] = result
+            self.say(f"{record.id}: {describe(apply_result(record, result))}")
+
+        for target in dict.fromkeys(r.target for r in todo):
+            group = [i for i, r in enumerate(todo) if r.target == target]
+            try:
+                evaluate_batch(self.problem_ref(state), [self.run.candidate_source(todo[i].id) for i in group],
+                               self.eval_options(state, target, full=self.device == "cpu"),
+                               on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
+                               stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
+            except UsageError as exc:
+                raise RunError(str(exc)) from exc
+        if left := sum(1 for r in todo if r.id not in results):
+            self.say(f"time limit reached: {left} candidate(s) not evaluated")
+        for record in pending:
+            if record.id in results:
+                updates[record.id] = apply_result(record, results[record.id]).model_dump()
         return {"candidates": updates}
 
     # -- select ----------------------------------------------------------------------

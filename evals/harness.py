@@ -12,7 +12,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +22,7 @@ import kgen
 from kgen.config import triton_cache_dir
 from kgen.evals import worker_pool
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
-from kgen.evals.child import HEARTBEAT_FILE, STAGES, ChildReport, ChildRequest
+from kgen.evals.child import HEARTBEAT_FILE, STAGES, TIMING_ONLY_STAGES, ChildReport, ChildRequest
 from kgen.evals.policies import PolicyError
 from kgen.evals.problem import ProblemError, ProblemInfo, consistent_sizes
 from kgen.evals.process_lifecycle import install_signal_handlers
@@ -62,6 +62,9 @@ class EvalOptions(BaseModel):
     #: keep a verifier started ahead for the next evaluation (``worker_pool.py``): for callers
     #: that evaluate one candidate after another (the agent, ``kgen bench``)
     prestart: bool = False
+    #: static checks, loading and timing only, for a candidate another verifier process has
+    #: verified (``evals/batch.py``); needs ``bench``
+    timing_only: bool = False
     #: policy overrides (``evals/policies.py``); None: the problem's declaration, else the default
     precision: str | None = None
     torch_ops: str | None = None
@@ -171,6 +174,7 @@ def evaluate(
             policies=policies,
             reference_self_test=options.reference_self_test,
             baseline_cache_dir=options.baseline_cache_dir,
+            timing_only=options.timing_only,
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
         request_path.write_text(request.model_dump_json())
@@ -216,7 +220,8 @@ def evaluate(
         policies=policies,
         prestarted=outcome.prestarted,
     )
-    _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age)
+    _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age,
+                   TIMING_ONLY_STAGES if options.timing_only else STAGES)
     result.seconds = time.monotonic() - started
     return result
 
@@ -264,10 +269,11 @@ def _age_s(path: Path) -> float | None:
 
 def _apply_outcome(
     result: EvalResult, report: ChildReport, outcome: SandboxOutcome, timeout_s: float,
-    heartbeat_age_s: float | None = None,
+    heartbeat_age_s: float | None = None, stages: Sequence[str] = STAGES,
 ) -> None:
     """``heartbeat_age_s``: how long before the end the backend last saw kernel work advance
-    (a CPU run's heartbeat), which tells a slow kernel from a hung one at a timeout."""
+    (a CPU run's heartbeat), which tells a slow kernel from a hung one at a timeout;
+    ``stages``: the ones the child was to run, in order."""
     flooded = max(outcome.stdout_bytes, outcome.stderr_bytes) > OUTPUT_LIMIT_BYTES
     if flooded or outcome.signal_name == "SIGXFSZ":
         result.verdict = Verdict.REJECTED
@@ -291,7 +297,7 @@ def _apply_outcome(
         return
     done = {s.name for s in report.stages}
     # A killed child was in the first stage it had not finished.
-    stage = next((name for name in STAGES if name not in done), STAGES[-1])
+    stage = next((name for name in stages if name not in done), stages[-1])
     passed = [t for t in report.trials if t.passed]
     advancing = heartbeat_age_s is not None and heartbeat_age_s <= PROGRESS_WINDOW_S
     if outcome.timed_out and result.device == "cpu" and (advancing or (passed and not _looks_hung(report, timeout_s))):

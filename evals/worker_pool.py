@@ -38,14 +38,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kgen.evals.sandbox import SandboxLimits, child_environment, kill_group, start_boxed
 
-#: At most this many spares are kept (one per key); starting one more ends the oldest.
-MAX_SPARES = 2
+#: Kinds of spare kept at once (a kind is a :class:`WorkerSpec` key); a new kind ends the oldest.
+MAX_KINDS = 2
+#: Spares kept of one kind: a batch verified in parallel, then timed one at a time, uses as
+#: many as it has candidates to time (``evals/batch.py``).
+MAX_PER_KIND = 8
 #: The flag that makes the verifier child wait for its arguments on stdin.
 WAIT_FLAG = "--wait"
 #: Environment entries that name the spare's own box: not part of what makes two spares alike.
 _BOX_ENTRIES = ("HOME", "TMPDIR")
 #: How long ``take`` waits for a spare whose start was asked for but has not happened yet.
 PENDING_START_WAIT_S = 30.0
+#: The file a spare writes in its box once its start-up is done and it only waits.
+READY_FILE = ".kgen-spare-ready"
 
 
 class WorkerSpec(BaseModel):
@@ -89,6 +94,10 @@ class Spare:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def ready(self) -> bool:
+        """Its start-up (imports, CUDA context) is done: it uses no CPU or GPU until handed a run."""
+        return (self.box / READY_FILE).exists()
+
     def hand_over(self, args: Sequence[str]) -> subprocess.Popen | None:
         """Give the waiting child its arguments; None (and the spare ended) if it already died."""
         if not self.alive():
@@ -117,50 +126,92 @@ class Spare:
 class _Pool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spares: dict[tuple, Spare] = {}
-        self._pending: dict[tuple, Future] = {}
+        self._spares: dict[tuple, list[Spare]] = {}
+        self._pending: dict[tuple, list[Future]] = {}
         self._requests: queue.Queue[tuple[WorkerSpec, tuple, Future]] = queue.Queue()
         self._starter: threading.Thread | None = None
 
-    def prestart(self, spec: WorkerSpec) -> None:
-        """Ask for a spare matching ``spec`` (no-op if one exists or is being started)."""
+    def prestart(self, spec: WorkerSpec, count: int = 1) -> None:
+        """Ask for ``count`` spares matching ``spec`` (up to :data:`MAX_PER_KIND`), counting
+        those kept and those being started."""
         key = spec.key()
+        futures: list[Future] = []
         with self._lock:
-            if key in self._spares or key in self._pending:
-                return
-            future: Future = Future()
-            self._pending[key] = future
-            if self._starter is None:
+            have = len(self._spares.get(key, [])) + len(self._pending.get(key, []))
+            for _ in range(max(0, min(count, MAX_PER_KIND) - have)):
+                future: Future = Future()
+                self._pending.setdefault(key, []).append(future)
+                futures.append(future)
+            if futures and self._starter is None:
                 self._starter = threading.Thread(target=self._serve, name="kgen-spare-starter", daemon=True)
                 self._starter.start()
                 atexit.register(self.close)
-        self._requests.put((spec, key, future))
+        for future in futures:
+            self._requests.put((spec, key, future))
 
     def take(self, spec: WorkerSpec) -> Spare | None:
-        """The spare matching ``spec`` now, alive; None when there is none (start cold)."""
+        """A spare matching ``spec`` now, alive (waiting for one being started); None when
+        there is none (start cold)."""
         key = spec.key()
-        with self._lock:
-            pending = self._pending.get(key)
-        if pending is not None:
+        while True:
+            with self._lock:
+                kept = self._spares.get(key, [])
+                spare = kept.pop(0) if kept else None
+                pending = (self._pending.get(key) or [None])[0] if spare is None else None
+            if spare is not None:
+                if spare.alive():
+                    return spare
+                spare.discard()
+                continue
+            if pending is None:
+                return None
             try:
                 pending.result(timeout=PENDING_START_WAIT_S)
             except Exception:  # noqa: BLE001 - a spare that failed to start only means a cold start
+                return None
+
+    def trim(self, spec: WorkerSpec, keep: int) -> None:
+        """End all but ``keep`` spares of ``spec``'s kind (the oldest are kept: most ready);
+        starts asked for are waited for first (a start is a fork, not the start-up)."""
+        key = spec.key()
+        with self._lock:
+            pending = list(self._pending.get(key, []))
+        for future in pending:
+            try:
+                future.result(timeout=PENDING_START_WAIT_S)
+            except Exception:  # noqa: BLE001 - it failed to start: nothing to trim
                 pass
         with self._lock:
-            spare = self._spares.pop(key, None)
-        if spare is not None and not spare.alive():
+            kept = self._spares.get(key, [])
+            extra, self._spares[key] = kept[keep:], kept[:keep]
+        for spare in extra:
             spare.discard()
-            return None
-        return spare
+
+    def wait_ready(self, spec: WorkerSpec, timeout_s: float) -> int:
+        """Wait until every spare of ``spec``'s kind has finished starting (or died), up to
+        ``timeout_s``: a spare still importing torch or making its CUDA context beside a timed
+        run would disturb what is measured. Returns how many are ready."""
+        import time
+
+        key = spec.key()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                pending = list(self._pending.get(key, []))
+                kept = list(self._spares.get(key, []))
+            starting = [s for s in kept if s.alive() and not s.ready()]
+            if (not pending and not starting) or time.monotonic() > deadline:
+                return sum(1 for s in kept if s.alive() and s.ready())
+            time.sleep(0.05)
 
     def close(self) -> None:
         """End every spare and remove its directory (at exit, or when asked); starts under way
         are waited for and ended too."""
         while True:
             with self._lock:
-                spares = list(self._spares.values())
+                spares = [s for kept in self._spares.values() for s in kept]
                 self._spares.clear()
-                pending = list(self._pending.values())
+                pending = [f for futures in self._pending.values() for f in futures]
             for spare in spares:
                 spare.discard()
             if not pending:
@@ -173,7 +224,14 @@ class _Pool:
 
     def spares(self) -> list[Spare]:
         with self._lock:
-            return list(self._spares.values())
+            return [s for kept in self._spares.values() for s in kept]
+
+    def _resolve(self, key: tuple, future: Future) -> None:
+        futures = self._pending.get(key, [])
+        if future in futures:
+            futures.remove(future)
+        if not futures:
+            self._pending.pop(key, None)
 
     def _serve(self) -> None:
         while True:
@@ -182,13 +240,13 @@ class _Pool:
                 spare = self._start(spec, key)
             except Exception as exc:  # noqa: BLE001 - reported through the future; take() starts cold
                 with self._lock:
-                    self._pending.pop(key, None)
+                    self._resolve(key, future)
                 future.set_exception(exc)
                 continue
             with self._lock:
-                self._pending.pop(key, None)
-                self._spares[key] = spare
-                evicted = [self._spares.pop(k) for k in list(self._spares)[:-MAX_SPARES]]
+                self._resolve(key, future)
+                self._spares[key] = [*self._spares.pop(key, []), spare]  # the newest kind last
+                evicted = [s for k in list(self._spares)[:-MAX_KINDS] for s in self._spares.pop(k)]
             for old in evicted:
                 old.discard()
             future.set_result(None)
@@ -209,9 +267,19 @@ class _Pool:
 _POOL = _Pool()
 
 
-def prestart(spec: WorkerSpec) -> None:
-    """Start a spare for ``spec`` in the background, for the next evaluation to take."""
-    _POOL.prestart(spec)
+def prestart(spec: WorkerSpec, count: int = 1) -> None:
+    """Start spares for ``spec`` in the background (``count`` in all), for the next evaluations to take."""
+    _POOL.prestart(spec, count)
+
+
+def trim(spec: WorkerSpec, keep: int) -> None:
+    """End all but ``keep`` spares of ``spec``'s kind."""
+    _POOL.trim(spec, keep)
+
+
+def wait_ready(spec: WorkerSpec, timeout_s: float) -> int:
+    """Wait for the spares of ``spec``'s kind to finish starting; how many are ready."""
+    return _POOL.wait_ready(spec, timeout_s)
 
 
 def starts_during_run(spec: WorkerSpec, timed: bool) -> bool:
@@ -261,6 +329,7 @@ def wait_for_arguments(wait_args: Sequence[str], stdin=None) -> list[str] | None
     if device.startswith("cuda"):
         torch.cuda.init()  # the driver and torch's CUDA state; no context is made yet
         torch.cuda.synchronize(device)  # the device's primary context, which the run reuses
+    Path(READY_FILE).write_text("")  # in the box (the cwd): start-up done, only waiting now
     stdin = sys.stdin if stdin is None else stdin
     line = stdin.readline()
     _detach_stdin()

@@ -3,13 +3,22 @@
 Usage (GPU machine, kgen installed)::
 
     python scripts/eval_throughput.py --problems rmsnorm_backward softmax swiglu --n 8 \
-        --out docs/benchmarks.md
+        --modes one_by_one batch --out docs/benchmarks.md
 
 For each memory-bound catalog problem it evaluates the shipped seed kernel and ``--n - 1``
 parametric mutations of it (the offline agent's own operator, ``agent/mutation.py``) with the
-options the agent's loop uses on a GPU (``GraphRun.eval_options``: small-size screening plus
-timing), one after another as the agent does. The breakdown splits each evaluation's wall time into the verifier's stages (static, load,
-correctness, compile, timing) and what happened outside them (process start, waiting).
+options the agent's loop uses on a GPU (``agent.graph.agent_eval_options``: small-size screening
+plus timing at the default sizes, warm verifiers started ahead, baselines kept in the run
+directory). Modes:
+
+* ``batch``: as the agent does (``evals/batch.py``): verified in parallel, then timed one at a
+  time in fresh verifiers, alone on the GPU;
+* ``one_by_one``: one complete evaluation after another, as before the batch existed.
+
+Each mode starts with a fresh run directory (its first candidate times the baselines, the
+rest reuse them). The throughput is candidates over the mode's wall time; the breakdown gives
+the mean seconds of the verifier's stages and of the timing stage's phases. Verdicts must not
+depend on the mode: the script exits 1 when they differ.
 """
 
 from __future__ import annotations
@@ -23,17 +32,21 @@ import tempfile
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class Row(BaseModel):
     problem: str
-    candidate: str
     mode: str
-    verdict: str
+    candidates: int
     wall_s: float
-    stages: dict[str, float]
-    prestarted: bool | None = None
+    verdicts: list[str]
+    stages: dict[str, float] = Field(default_factory=dict)
+    timing_phases: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 * self.candidates / self.wall_s if self.wall_s > 0 else 0.0
 
 
 def candidates_for(problem: str, n: int, workdir: Path, seed: int) -> list[Path]:
@@ -52,40 +65,64 @@ def candidates_for(problem: str, n: int, workdir: Path, seed: int) -> list[Path]
     return paths
 
 
-def evaluate_all(problem: str, paths: list[Path], mode: str, run_dir: Path) -> list[Row]:
-    from kgen.evals.harness import EvalOptions, evaluate
+def _means(dicts: list[dict[str, float]]) -> dict[str, float]:
+    keys = list(dict.fromkeys(k for d in dicts for k in d))
+    return {k: round(sum(d.get(k, 0.0) for d in dicts) / max(len(dicts), 1), 2) for k in keys}
 
-    # the agent's screening options on a GPU (agent/graph.py: eval_options with full=False)
-    options = EvalOptions(device="cuda", targets=["h100"], small_sizes=True, n_seeds=2, bench=True)
-    rows = []
-    for path in paths:
-        started = time.monotonic()
-        result = evaluate(problem, path, options)
-        wall = time.monotonic() - started
-        stages = {s.name: round(s.seconds, 3) for s in result.stages}
-        stages["outside stages"] = round(max(wall - sum(stages.values()), 0.0), 3)
-        rows.append(Row(problem=problem, candidate=path.name, mode=mode, verdict=result.outcome,
-                        wall_s=round(wall, 3), stages=stages, prestarted=getattr(result, "prestarted", None)))
-        print(f"  {mode:6s} {path.name:28s} {result.outcome:12s} {wall:6.2f} s  "
-              + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()), flush=True)
-    return rows
+
+def run_mode(problem: str, paths: list[Path], mode: str, run_dir: Path, json_dir: Path | None = None) -> Row:
+    from kgen.agent.graph import agent_eval_options
+    from kgen.agent.run_options import RunOptions
+    from kgen.evals.batch import evaluate_batch
+
+    defaults = RunOptions(request=problem)
+    options = agent_eval_options("cuda", "triton", "h100", full=False, train_check=defaults.train_check,
+                                 timeout_s=defaults.eval_timeout_s, run_path=run_dir)
+
+    def heard(index: int, result) -> None:
+        print(f"  {mode:10s} {paths[index].name:24s} {result.outcome:18s} {result.seconds:6.2f} s  "
+              + ", ".join(f"{s.name} {s.seconds:.2f}" for s in result.stages)
+              + (f"  [timing: {', '.join(f'{k} {v:.2f}' for k, v in result.bench.phase_seconds.items())}]"
+                 if result.bench is not None else ""), flush=True)
+        if not result.passed:
+            print(f"    {result.reason[:400]}", flush=True)
+        if json_dir is not None:
+            json_dir.mkdir(parents=True, exist_ok=True)
+            (json_dir / f"{mode}_{paths[index].stem}.json").write_text(result.model_dump_json(indent=1))
+
+    started = time.monotonic()
+    results = evaluate_batch(problem, paths, options, on_result=heard, two_phase=mode == "batch",
+                             on_phase=lambda line: print(f"  {mode:10s} {line}", flush=True))
+    wall = time.monotonic() - started
+    return Row(
+        problem=problem, mode=mode, candidates=len(results), wall_s=round(wall, 2),
+        verdicts=[r.outcome for r in results],
+        stages=_means([{s.name: s.seconds for s in r.stages} for r in results]),
+        timing_phases=_means([r.bench.phase_seconds for r in results if r.bench is not None]),
+    )
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| problem | mode | candidates | per minute | mean s | process start + waiting | static | load | "
-             "correctness | compile | timing |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    keys = ["outside stages", "static", "load", "correctness", "compile", "timing"]
-    for problem in dict.fromkeys(r.problem for r in rows):
-        for mode in dict.fromkeys(r.mode for r in rows):
-            group = [r for r in rows if r.problem == problem and r.mode == mode]
-            if not group:
-                continue
-            total = sum(r.wall_s for r in group)
-            means = [sum(r.stages.get(k, 0.0) for r in group) / len(group) for k in keys]
-            lines.append(
-                f"| {problem} | {mode} | {len(group)} | {60 * len(group) / total:.1f} | {total / len(group):.2f} | "
-                + " | ".join(f"{m:.2f}" for m in means) + " |"
-            )
+    stage_keys = ["static", "load", "correctness", "compile", "timing"]
+    phase_keys = list(dict.fromkeys(k for r in rows for k in r.timing_phases))
+    lines = [
+        "| problem | mode | candidates | wall s | per minute | passed | " + " | ".join(f"{k} s" for k in stage_keys)
+        + " | " + " | ".join(f"timing: {k} s" for k in phase_keys) + " |",
+        "|" + "---|" * (6 + len(stage_keys) + len(phase_keys)),
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.problem} | {r.mode} | {r.candidates} | {r.wall_s:.1f} | {r.per_minute:.1f} | "
+            f"{sum(v == 'passed' for v in r.verdicts)} | "
+            + " | ".join(f"{r.stages.get(k, 0.0):.2f}" for k in stage_keys) + " | "
+            + " | ".join(f"{r.timing_phases.get(k, 0.0):.2f}" for k in phase_keys) + " |"
+        )
+    total = {}
+    for r in rows:
+        n, wall = total.get(r.mode, (0, 0.0))
+        total[r.mode] = (n + r.candidates, wall + r.wall_s)
+    lines.append("")
+    lines += [f"{mode}: {n} candidates in {wall:.1f} s, {60 * n / wall:.1f} per GPU-minute" for mode, (n, wall) in total.items()]
     return "\n".join(lines)
 
 
@@ -93,9 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", nargs="+", default=["rmsnorm_backward", "softmax", "swiglu"])
     parser.add_argument("--n", type=int, default=8, help="candidates per problem (the seed and n-1 mutations)")
-    parser.add_argument("--modes", nargs="+", default=["current"], help="labels for repeated passes")
+    parser.add_argument("--modes", nargs="+", default=["batch"], choices=["batch", "one_by_one"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="append the table to this markdown file")
+    parser.add_argument("--json-dir", type=Path, help="write every evaluation's whole result here as JSON")
     args = parser.parse_args(argv)
 
     import torch
@@ -112,20 +150,18 @@ def main(argv: list[str] | None = None) -> int:
             for mode in args.modes:
                 run_dir = workdir / f"run-{problem}-{mode}"
                 run_dir.mkdir()
-                rows += evaluate_all(problem, paths, mode, run_dir)
+                rows.append(run_mode(problem, paths, mode, run_dir, args.json_dir))
+                print(table(rows[-1:]), flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     text = table(rows)
     print(text)
-    first = args.modes[0]
     mismatched = [
-        (b.problem, b.candidate, b.verdict, a.verdict, a.mode)
-        for b in rows if b.mode == first
-        for a in rows if a.mode != first and a.problem == b.problem and a.candidate == b.candidate
-        if a.verdict != b.verdict
+        (a.problem, a.mode, b.mode) for a in rows for b in rows
+        if a.problem == b.problem and a.mode < b.mode and a.verdicts != b.verdicts
     ]
-    for problem, candidate, before, after, mode in mismatched:
-        print(f"verdicts differ for {problem}/{candidate}: {first} {before}, {mode} {after}", file=sys.stderr)
+    for problem, first, second in mismatched:
+        print(f"verdicts differ for {problem} between {first} and {second}", file=sys.stderr)
     if args.out is not None:
         command = "python scripts/eval_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
         with args.out.open("a") as fh:

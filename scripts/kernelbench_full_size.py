@@ -33,25 +33,24 @@ def pairs(only: list[str] | None) -> list[tuple[Path, Path]]:
     return found
 
 
-def _bench_cell(bench, key: str) -> str:
-    """Milliseconds from the bench block, whatever form it has (dict or typed)."""
-    if bench is None:
-        return ""
-    measurements = bench.get("measurements") if isinstance(bench, dict) else getattr(bench, "measurements", None)
-    entry = (measurements or {}).get(key)
-    median = entry.get("median_ms") if isinstance(entry, dict) else getattr(entry, "median_ms", None)
-    return f"{median:.3f}" if isinstance(median, (int, float)) else ""
+def _median(result, key: str) -> str:
+    value = result.bench.median(key) if result.bench is not None else None
+    return f"{value:.3f}" if value is not None else ""
 
 
-def row(problem: Path, solution: Path, timeout_s: float) -> str:
+def row(problem: Path, solution: Path, timeout_s: float, json_dir: Path | None) -> str:
     from kgen.evals.harness import EvalOptions, evaluate
 
     result = evaluate(problem, solution, EvalOptions(device="cuda", bench=True, timeout_s=timeout_s))
+    if json_dir is not None:  # the whole result: stages, trials, memory report, timings
+        json_dir.mkdir(parents=True, exist_ok=True)
+        (json_dir / f"{problem.stem}.json").write_text(result.model_dump_json(indent=1))
+    print("  stages: " + ", ".join(f"{s.name} {s.seconds:.1f} s" for s in result.stages), flush=True)
     memory = result.memory
     peak = f"{memory.peak_bytes / 1e9:.1f}" if memory and memory.peak_bytes is not None else ""
     ratio = f"{memory.peak_ratio:.2f}x" if memory and memory.peak_ratio is not None else ""
     placement = ", ".join(sorted(set(memory.placements.values()))) if memory else ""
-    cand, eager, comp = (_bench_cell(result.bench, k) for k in ("candidate", "eager", "torch.compile"))
+    cand, eager, comp = (_median(result, k) for k in ("candidate", "eager", "torch.compile"))
     speed = ""
     if cand and eager:
         speed = f"{float(eager) / float(cand):.2f}x"
@@ -68,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", help="problem names, e.g. 19_ReLU")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per evaluation")
     parser.add_argument("--out", type=Path, help="append the table to this markdown file")
+    parser.add_argument("--json-dir", type=Path, help="write each evaluation's whole result here as JSON")
     args = parser.parse_args(argv)
     import torch
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
              "|---|---|---|---|---|---|---|---|---|---|"]
     failed = 0
     for problem, solution in pairs(args.only):
-        line = row(problem, solution, args.timeout)
+        line = row(problem, solution, args.timeout, args.json_dir)
         failed += "| passed |" not in line
         print(line, flush=True)
         lines.append(line)

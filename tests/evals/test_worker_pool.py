@@ -179,12 +179,12 @@ def test_a_discarded_spare_exits_without_running_anything():
 
 
 def test_more_kinds_than_the_cap_end_the_oldest_spare():
-    kinds = [_spec(extra_env={"TRITON_CACHE_DIR": f"/cache-{i}"}) for i in range(worker_pool.MAX_SPARES + 1)]
+    kinds = [_spec(extra_env={"TRITON_CACHE_DIR": f"/cache-{i}"}) for i in range(worker_pool.MAX_KINDS + 1)]
     for i, spec in enumerate(kinds):
         worker_pool.prestart(spec)
-        _kept(min(i + 1, worker_pool.MAX_SPARES))
+        _kept(min(i + 1, worker_pool.MAX_KINDS))
     time.sleep(0.5)  # the last start has evicted the oldest by now
-    assert len(worker_pool.spares()) == worker_pool.MAX_SPARES
+    assert len(worker_pool.spares()) == worker_pool.MAX_KINDS
     assert _taken(kinds[-1]) and not _taken(kinds[0])
 
 
@@ -228,3 +228,21 @@ def test_a_spare_dies_with_kgen(tmp_path, sig):
     proc.send_signal(sig)
     proc.wait(timeout=30)
     assert _wait_gone(pid, 5), f"the spare outlived kgen's {sig.name}"
+
+
+def test_several_spares_of_one_kind_are_kept_and_say_when_they_are_ready():
+    """A batch times its candidates one after another on spares started while it verified
+    them: each is taken once, and each has finished starting before it is handed a run."""
+    spec = _spec()
+    worker_pool.prestart(spec, count=2)
+    worker_pool.prestart(spec, count=2)  # asking again starts no more
+    assert worker_pool.wait_ready(spec, timeout_s=180) == 2
+    first, second = worker_pool.take(spec), worker_pool.take(spec)
+    try:
+        assert first is not None and second is not None and first.proc.pid != second.proc.pid
+        assert first.ready() and second.ready() and first.alive() and second.alive()
+        assert worker_pool.take(spec) is None
+    finally:
+        for spare in (first, second):
+            if spare is not None:
+                spare.discard()
