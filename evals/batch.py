@@ -97,16 +97,23 @@ def evaluate_batch(
     lock = threading.Lock()
     verify = options.model_copy(update={"bench": False, "prestart": True})
 
-    # Spares start now, beside the verifications (nothing is timed yet): the verifications
-    # take some, the timings the rest.
-    worker_pool.prestart(spec, count=min(len(candidates) + workers, worker_pool.MAX_PER_KIND))
+    # Spares for the first verifications start now; those for the timings when the last
+    # verifications start, so they start up beside that wave (nothing is timed yet) rather
+    # than all at once beside the first, whose start-up they would slow.
+    worker_pool.prestart(spec, count=min(workers, len(candidates)))
     if on_phase is not None:
         on_phase(f"verifying {len(candidates)} candidate(s), {workers} at a time")
+    started: list[int] = []
 
     def verify_one(index: int) -> EvalResult | None:
         if stop():
             return None
         on_start(index)
+        with lock:
+            started.append(index)
+            last_wave = len(started) == max(1, len(candidates) - workers + 1)
+        if last_wave:
+            worker_pool.prestart(spec, count=min(len(candidates), worker_pool.MAX_PER_KIND))
         result = evaluate(problem, candidates[index], verify)
         if not result.passed:
             with lock:

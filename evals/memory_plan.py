@@ -214,6 +214,18 @@ def _shape_only_recurrences(model: Any) -> None:
             module.forward = forward
 
 
+def warm_meta() -> None:
+    """A small forward and backward on meta tensors: a process's first one loads torch's meta
+    kernels and decompositions (about 1 s, 5 s on a busy host), which a verifier started ahead
+    of need (``worker_pool.py``) pays while it waits instead of inside a timed evaluation."""
+    import torch
+
+    with torch.device("meta"):
+        x = torch.randn(8, 8, requires_grad=True)
+        w = torch.randn(8, requires_grad=True)
+        (torch.softmax(x @ x.T, -1) * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w).sum().backward()
+
+
 def plan_memory(path: str | Path, sizes: dict[str, int] | None = None) -> MemoryPlan:
     """The plan at ``sizes`` (default: the problem's own), with nothing allocated.
 
