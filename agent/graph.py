@@ -472,6 +472,8 @@ class Runner:
                      f"{', ' + record.description if record.description else ''})")
 
         def save(index: int, result) -> None:
+            if result.cut_short:  # kgen is stopping: a resumed run verifies it again
+                return
             record = todo[index]
             self.run.write(f"candidates/{record.id}/eval.json", result.model_dump_json(indent=1))
             results[record.id] = result
@@ -555,7 +557,8 @@ class Runner:
         self.say(f"verifying {record.id} at full sizes for {record.target}")
         result = evaluate(self.problem_ref(state), self.run.candidate_source(record.id),
                           self.eval_options(state, record.target, full=True))
-        self.run.write(f"candidates/{record.id}/final_eval.json", result.model_dump_json(indent=1))
+        if not result.cut_short:
+            self.run.write(f"candidates/{record.id}/final_eval.json", result.model_dump_json(indent=1))
         return result
 
     def _write_back(self, state: RunState, record: CandidateRecord, result, target: str) -> str:

@@ -284,6 +284,10 @@ def _apply_outcome(
         )
         result.stages.append(StageResult(name="sandbox", status=StageStatus.FAILED, message=result.reason))
         return
+    if outcome.stopped_by is not None:
+        result.verdict, result.inconclusive = Verdict.INCONCLUSIVE, InconclusiveCause.STOPPED
+        result.reason = f"{outcome.stopped_by} and ended the verifier mid-run: no verdict on the candidate"
+        return
     if report.finished and report.inconclusive is not None:
         result.verdict = Verdict.INCONCLUSIVE
         result.inconclusive, result.reason = report.inconclusive, report.reason
@@ -312,6 +316,16 @@ def _apply_outcome(
     elif outcome.timed_out:
         result.rejection = RejectionClass.TIMEOUT
         result.reason = f"killed after the {timeout_s:g} s time limit during {stage}"
+    elif outcome.signal_name == "SIGKILL":
+        # Not kgen's time limit and not kgen's own stop: killed from outside. A candidate has
+        # no use for killing itself (it would only lose its verdict), and what does is the
+        # host's out-of-memory killer or a process beside kgen: a harness fault, no verdict.
+        result.verdict, result.inconclusive = Verdict.INCONCLUSIVE, InconclusiveCause.WORKER_KILLED
+        result.reason = (
+            f"the verifier process was killed (SIGKILL) from outside kgen during {stage}: most often the "
+            "host's out-of-memory killer (too little host memory for the verifications running at once) or "
+            "another process; no verdict on the candidate"
+        )
     elif "OutOfMemoryError" in outcome.stderr_tail:
         # Whose allocation failed is not known here; a verdict on the kernel would be a guess.
         result.verdict, result.inconclusive = Verdict.INCONCLUSIVE, InconclusiveCause.OUT_OF_MEMORY

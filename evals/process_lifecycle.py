@@ -41,6 +41,7 @@ PARENT_PID_ENV = "KGEN_PARENT_PID"
 
 _lock = threading.Lock()
 _groups: dict[int, str] = {}  # process-group id -> what it is, for the message
+_stopped: dict[int, str] = {}  # process-group id -> why kgen itself ended it (kgen's own stop)
 _installed = False
 _previous: dict[int, object] = {}
 
@@ -54,6 +55,7 @@ def register(pgid: int, what: str) -> None:
     """A sandbox child's process group is alive and must not outlive kgen."""
     with _lock:
         _groups[pgid] = what
+        _stopped.pop(pgid, None)  # a reused pid: nothing of an earlier child's end applies
 
 
 def unregister(pgid: int) -> None:
@@ -66,11 +68,15 @@ def live_groups() -> dict[int, str]:
         return dict(_groups)
 
 
-def kill_registered() -> list[str]:
-    """SIGKILL every registered process group; what was stopped, for the message."""
+def kill_registered(why: str = "kgen exited") -> list[str]:
+    """SIGKILL every registered process group; what was stopped, for the message.
+
+    ``why`` is remembered per group: a child killed here died of kgen's own stop, and the
+    thread still waiting on it must say so (``stopped_by``) instead of judging the candidate."""
     with _lock:
         groups = dict(_groups)
         _groups.clear()
+        _stopped.update(dict.fromkeys(groups, why))
     stopped = []
     for pgid, what in groups.items():
         try:
@@ -81,9 +87,15 @@ def kill_registered() -> list[str]:
     return stopped
 
 
+def stopped_by(pgid: int) -> str | None:
+    """Why kgen ended this child's group itself (a signal to kgen, its exit), or None."""
+    with _lock:
+        return _stopped.pop(pgid, None)
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    stopped = kill_registered()
     name = signal.Signals(signum).name
+    stopped = kill_registered(f"kgen received {name}")
     if stopped:
         sys.stderr.write(f"kgen: {name} received; stopped {len(stopped)} verifier process(es): {', '.join(stopped)}\n")
         sys.stderr.flush()

@@ -91,6 +91,8 @@ class InconclusiveCause(str, Enum):
     OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory; whose allocation is not known
     HARNESS_OOM = "harness_oom"  # kgen's own checks (reference, copies, comparison) did not fit
     CANDIDATE_OOM = "candidate_oom"  # the candidate's call exhausted memory while kgen stayed within its plan
+    STOPPED = "stopped"  # kgen itself was stopped (a signal, its exit) and ended the verifier mid-run
+    WORKER_KILLED = "worker_killed"  # the verifier was killed from outside kgen (e.g. the host's out-of-memory killer)
 
 
 class Inconclusive(Exception):
@@ -193,6 +195,12 @@ class EvalResult(ResultModel):
         if self.verdict is Verdict.INCONCLUSIVE:
             return f"inconclusive ({self.inconclusive.value if self.inconclusive else 'unknown'})"
         return "passed"
+
+    @property
+    def cut_short(self) -> bool:
+        """kgen's own stop ended the verifier: the result says nothing about the candidate and
+        must not be kept where a resumed run would read it instead of verifying again."""
+        return self.inconclusive is InconclusiveCause.STOPPED
 
     @property
     def exit_code(self) -> int:

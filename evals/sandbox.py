@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from kgen.evals.process_lifecycle import PARENT_PID_ENV, die_with_parent, register, unregister
+from kgen.evals.process_lifecycle import PARENT_PID_ENV, die_with_parent, register, stopped_by, unregister
 
 if TYPE_CHECKING:
     from kgen.evals.worker_pool import Spare
@@ -69,6 +69,9 @@ class SandboxOutcome(BaseModel):
     workdir: str
     #: the child was a spare started ahead of need (its imports were done before the request)
     prestarted: bool = False
+    #: kgen ended the child itself because kgen was stopping (a signal to kgen, its exit):
+    #: the child's death says nothing about the candidate
+    stopped_by: str | None = None
 
 
 def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -195,6 +198,7 @@ def run_python_module(
     finally:
         # after a timeout, an exit (its children left behind) or an interrupt of kgen itself
         kill_group(proc)
+    stopped = stopped_by(proc.pid) if proc.returncode == -signal.SIGKILL else None  # else it ended first
     stdout_tail, stdout_bytes = _tail(workdir / "stdout.txt", limits.output_tail_bytes)
     stderr_tail, stderr_bytes = _tail(workdir / "stderr.txt", limits.output_tail_bytes)
     return SandboxOutcome(
@@ -209,6 +213,7 @@ def run_python_module(
         network_isolated=network_isolated,
         workdir=str(workdir),
         prestarted=prestarted,
+        stopped_by=stopped,
     )
 
 

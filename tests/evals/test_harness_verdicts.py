@@ -97,3 +97,38 @@ def test_a_slow_correct_kernel_killed_at_the_limit_is_inconclusive_end_to_end():
                       EvalOptions(device="cpu", n_seeds=1, timeout_s=25))
     assert result.verdict is Verdict.INCONCLUSIVE, result.reason
     assert result.inconclusive is InconclusiveCause.CPU_TIME_LIMIT
+
+
+def _died(signal_name: str | None, *, returncode: int = -9, timed_out: bool = False,
+          stopped_by: str | None = None) -> EvalResult:
+    report = ChildReport(stages=[StageResult(name=n, status=StageStatus.PASSED) for n in ("static", "load")])
+    outcome = SandboxOutcome(returncode=returncode, timed_out=timed_out, signal_name=signal_name, seconds=12,
+                             network_isolated=True, workdir=".", stopped_by=stopped_by)
+    result = _result("cuda")
+    _apply_outcome(result, report, outcome, 300)
+    return result
+
+
+def test_a_verifier_ended_by_kgens_own_stop_is_no_verdict_and_not_kept():
+    result = _died("SIGKILL", stopped_by="kgen received SIGTERM")
+    assert result.verdict is Verdict.INCONCLUSIVE and result.inconclusive is InconclusiveCause.STOPPED
+    assert "kgen received SIGTERM" in result.reason and result.rejection is None
+    assert result.cut_short and result.exit_code == 3
+
+
+def test_a_verifier_killed_from_outside_is_a_harness_fault_not_a_crash():
+    result = _died("SIGKILL")
+    assert result.verdict is Verdict.INCONCLUSIVE and result.inconclusive is InconclusiveCause.WORKER_KILLED
+    assert "during correctness" in result.reason and "out-of-memory killer" in result.reason
+    assert not result.cut_short  # a real outcome of this evaluation, kept
+
+
+@pytest.mark.parametrize("name", ["SIGSEGV", "SIGABRT", "SIGBUS", None])
+def test_a_candidate_that_crashes_its_process_is_still_rejected(name):
+    result = _died(name, returncode=-11 if name else 1)
+    assert result.verdict is Verdict.REJECTED and result.rejection is RejectionClass.CRASH
+
+
+def test_kgens_time_limit_stays_a_timeout_whatever_signal_ended_it():
+    result = _died(None, returncode=-9, timed_out=True)
+    assert result.rejection is RejectionClass.TIMEOUT

@@ -182,3 +182,45 @@ def test_handlers_install_once_and_only_in_the_main_thread():
         for signum, previous in saved.items():
             signal.signal(signum, previous)
         process_lifecycle._installed, process_lifecycle._previous = saved_state[0], saved_state[1]
+
+
+def _evaluate_in_a_thread(tmp_path: Path):
+    """``evaluate()`` of the hung candidate in a thread of this process; the verifier's pid."""
+    import threading
+
+    from kgen.evals.harness import EvalOptions, evaluate
+
+    before = _descendants(os.getpid())
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.update(result=evaluate(
+        RELU, HANGS, EvalOptions(device="cpu", n_seeds=1, timeout_s=120, prestart=False))), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        child = next((p for p in _descendants(os.getpid()) - before if "kgen.evals.child" in _cmdline(p)), None)
+        if child is not None:
+            time.sleep(1.0)  # into the candidate's loop
+            return thread, box, child
+        time.sleep(0.2)
+    pytest.fail("the verifier child never appeared")
+
+
+def test_a_verifier_kgen_ends_while_stopping_is_inconclusive_not_a_crash(tmp_path):
+    """What the signal handler does (``kill_registered``) while a thread waits on the child:
+    the waiting evaluation says kgen stopped it, and a resumed run does not keep it."""
+    thread, box, _child = _evaluate_in_a_thread(tmp_path)
+    assert kill_registered("kgen received SIGTERM")
+    thread.join(30)
+    result = box["result"]
+    assert result.verdict.value == "inconclusive" and result.inconclusive.value == "stopped", result.reason
+    assert result.cut_short and "kgen received SIGTERM" in result.reason
+
+
+def test_a_verifier_killed_from_outside_is_a_harness_fault(tmp_path):
+    """SIGKILL from elsewhere (the host's out-of-memory killer, an operator): no verdict."""
+    thread, box, child = _evaluate_in_a_thread(tmp_path)
+    os.kill(child, signal.SIGKILL)
+    thread.join(30)
+    result = box["result"]
+    assert result.verdict.value == "inconclusive" and result.inconclusive.value == "worker_killed", result.reason
+    assert not result.cut_short and result.rejection is None
