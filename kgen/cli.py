@@ -233,7 +233,8 @@ def bench_command(
     self_test: Annotated[
         bool,
         typer.Option("--self-test", help="Evaluate each problem's own reference as the candidate (kernel rules off, "
-                     "every correctness check on): proves kgen can judge every problem; writes self_test.md."),
+                     "every correctness check on): proves kgen can judge every problem; writes self_test.md. "
+                     "Run again into the same --out, it skips the problems already judged there."),
     ] = False,
 ) -> None:
     """Verify and time a suite of problems; report fast_p, geomean speedups and %SOL.

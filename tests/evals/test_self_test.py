@@ -54,3 +54,35 @@ def test_without_the_self_test_the_reference_is_not_a_kernel(tmp_path):
     result = evaluate(problem, candidate, CPU)
     assert result.verdict is Verdict.REJECTED
     assert result.rejection in (RejectionClass.NOT_A_KERNEL, RejectionClass.NO_KERNEL_LAUNCH), result.reason
+
+
+def test_a_second_run_into_the_same_folder_keeps_what_was_judged(tmp_path):
+    """A level folder at full size takes hours: the same command again judges only what is left,
+    and a problem whose file changed, or a line that cannot be read, is judged again."""
+    import json
+    import shutil
+
+    from kgen.evals.self_test import ROWS_FILE
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("19_ReLU.py", "21_Sigmoid.py"):
+        shutil.copy(KERNELBENCH / "level1" / name, suite / name)
+    out = tmp_path / "out"
+    first = run_self_test([read_problem(suite / "19_ReLU.py")], CPU, out, "first")
+    assert [r.outcome for r in first] == ["passed"]
+    lines: list[str] = []
+    second = run_self_test([read_problem(suite / n) for n in ("19_ReLU.py", "21_Sigmoid.py")], CPU, out, "second",
+                           progress=lines.append)
+    assert [r.problem for r in second] == [first[0].problem, "21_Sigmoid"] and second[0] == first[0]
+    assert "kept from an earlier run" in lines[0] and "kept from an earlier run" not in lines[1]
+    assert "2 of 2 problems passed" in (out / "self_test.md").read_text()
+    # a changed file and a torn line: judged again; another device's rows are not this one's
+    (suite / "19_ReLU.py").write_text((suite / "19_ReLU.py").read_text() + "\n# changed\n")
+    with (out / ROWS_FILE).open("a") as f:
+        f.write('{"device": "cpu", "row": {"problem": "21_Sig\n')
+        f.write(json.dumps({"device": "cuda", "row": {"problem": "22_Tanh", "outcome": "passed", "seconds": 1}}) + "\n")
+    lines.clear()
+    run_self_test([read_problem(suite / n) for n in ("19_ReLU.py", "21_Sigmoid.py")], CPU, out, "third",
+                  progress=lines.append)
+    assert "kept from an earlier run" not in lines[0] and "kept from an earlier run" in lines[1]
