@@ -92,15 +92,23 @@ def _is_dynamic_range(func: ast.expr) -> bool:
     )
 
 
+#: ``tl.range``'s bounds when passed by keyword (``tl.range(pid, n, step=tl.num_programs(0))``)
+_BOUND_KEYWORDS = frozenset({"arg1", "arg2", "step"})
+
+
 def triton_loop(make_range: Callable, *bounds: Any, **options: Any) -> Iterator[Any]:
     """The loop's indices as Triton scalars, typed as the compiler types an induction variable:
-    int64 if a bound is an int64 tensor or beyond int32, else int32."""
+    int64 if a bound is an int64 tensor or beyond int32, else int32. Bounds may come by
+    position or, for ``tl.range``, by keyword; the other options (``num_stages``, ...) pass on."""
     import triton.language as tl
     from triton.runtime.interpreter import interpreter_builder
 
-    wide = any(_is_wide(b) for b in bounds)
+    named = {k: v for k, v in options.items() if k in _BOUND_KEYWORDS}
+    rest = {k: v for k, v in options.items() if k not in _BOUND_KEYWORDS}
+    wide = any(_is_wide(b) for b in (*bounds, *named.values()))
     dtype, make = (tl.int64, interpreter_builder.get_int64) if wide else (tl.int32, interpreter_builder.get_int32)
-    for index in make_range(*[_python_int(b) for b in bounds], **options):
+    ints = {k: _python_int(v) for k, v in named.items()}
+    for index in make_range(*[_python_int(b) for b in bounds], **ints, **rest):
         yield tl.tensor(make(int(index)), dtype)
 
 
