@@ -329,6 +329,7 @@ def wait_for_arguments(wait_args: Sequence[str], stdin=None) -> list[str] | None
     if device.startswith("cuda"):
         torch.cuda.init()  # the driver and torch's CUDA state; no context is made yet
         torch.cuda.synchronize(device)  # the device's primary context, which the run reuses
+    import torch._dynamo  # noqa: F401 - the first op under kgen's torch-op recorder imports it (1-4 s)
     from kgen.evals.memory_plan import warm_meta
 
     warm_meta()  # the memory plan's first meta forward (seconds in a fresh process)

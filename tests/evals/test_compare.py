@@ -50,3 +50,22 @@ def test_structure_checks_count_shape_dtype_and_type():
         check_structure([torch.zeros(2, 3)], ref)
     with pytest.raises(ComparisonFailure, match="not a plain torch.Tensor"):
         check_structure([[1.0]], ref)
+
+
+def test_a_reference_compared_twice_is_judged_the_same_and_a_changed_one_afresh():
+    """The reference's RMS is kept per tensor (two calls are compared with one reference);
+    an in-place change of that tensor, or another tensor at the same address, is measured again."""
+    from kgen.evals.compare import compare_output
+
+    torch.manual_seed(0)
+    ref = torch.randn(5000, dtype=torch.float64)
+    out = (ref * (1 + 1e-6)).float()
+    first, again = compare_output(0, out, ref), compare_output(0, out, ref)
+    assert first == again and first.passed
+    ref.mul_(1000.0)  # the same tensor, new values: the tolerance's absolute part must follow
+    changed = compare_output(0, out, ref)
+    fresh = compare_output(0, out, ref.clone())
+    assert changed == fresh and not changed.passed
+    del ref, changed
+    other = torch.zeros(5000, dtype=torch.float64)  # may reuse the freed tensor's id
+    assert compare_output(0, torch.zeros(5000), other).passed

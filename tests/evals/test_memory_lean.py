@@ -59,6 +59,9 @@ def _cases() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         "systematic scale": ((ref * 1.001).float(), ref),
         "fp32 output computed in bf16": (ref.bfloat16().float(), ref),
         "2-D, worst element in the last row": (_with(grid.float(), 63 * 65 - 1, 9.0), grid),
+        "+inf where the reference is finite": (_with(ref.float(), 10, float("inf")), ref),
+        "-inf in the last chunk": (_with(ref.float(), N - 1, float("-inf")), ref),
+        "NaN where the reference is infinite": (_with(inf_ref.float(), 1500, float("nan")), inf_ref),
     }
 
 
@@ -83,7 +86,7 @@ def test_chunked_comparison_judges_as_one_chunk_does(monkeypatch, name):
 
 def test_the_cases_cover_both_verdicts():
     verdicts = {name: compare_output(0, out, ref64).passed for name, (out, ref64) in CASES.items()}
-    assert sum(verdicts.values()) == 6 and len(verdicts) - sum(verdicts.values()) == 7, verdicts
+    assert sum(verdicts.values()) == 6 and len(verdicts) - sum(verdicts.values()) == 10, verdicts
 
 
 def _oom(size: int) -> BaseException:
