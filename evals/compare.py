@@ -122,6 +122,17 @@ def _ratio_of_norms(num_sq: float, den_sq: float) -> float:
 _REFERENCE_SQ: dict[int, tuple[weakref.ref, int, float]] = {}
 
 
+def _all_finite(x: torch.Tensor) -> bool:
+    """Every element finite, from one reduction: a finite sum has no inf or NaN in it (a sum
+    that overflows says no, and the caller takes the elementwise path, which is exact)."""
+    return math.isfinite(float(x.sum().item()))
+
+
+def _sum_sq(x: torch.Tensor) -> float:
+    """Sum of squares of a flat fp64 chunk without a squared copy."""
+    return float(torch.dot(x, x).item())
+
+
 def _reference_sq(ref64: torch.Tensor, spans: Sequence[tuple[int, int]], device: torch.device) -> float:
     """Sum of the squares of the reference's finite elements (the tolerance's absolute part
     scales with its RMS), computed once per reference tensor and version."""
@@ -133,7 +144,9 @@ def _reference_sq(ref64: torch.Tensor, spans: Sequence[tuple[int, int]], device:
     total = 0.0
     for start, end in spans:
         ref = flat[start:end].to(device).to(torch.float64)
-        total += float(torch.where(torch.isfinite(ref), ref, 0.0).pow_(2).sum().item())
+        if not _all_finite(ref):
+            ref = torch.where(torch.isfinite(ref), ref, 0.0)
+        total += _sum_sq(ref)
     _REFERENCE_SQ[key] = (weakref.ref(ref64, lambda _, key=key: _REFERENCE_SQ.pop(key, None)), version, total)
     return total
 
@@ -157,32 +170,40 @@ def _chunked_difference(
         # moved in their own dtype and widened on the device: half the bytes for fp32 data
         ref = ref_flat[start:end].to(device).to(torch.float64)
         got = got_flat[start:end].to(device).to(torch.float64)
-        finite = torch.isfinite(ref)
-        if bool(finite.all()):
-            bad_nonfinite = ~torch.isfinite(got)
-            diff = (got - ref).abs_().nan_to_num_(nan=float("inf"), posinf=float("inf"))
-            bad = (diff > ref.abs().mul_(tol.rtol).add_(tol.atol * rms)) | bad_nonfinite
-            ref_f = ref
+        native = native_flat[start:end].to(device).to(torch.float64) if native_flat is not None else None
+        if _all_finite(ref):  # nearly always: the same rules in a few passes
+            diff = (got - ref).abs_()
+            allowed = ref.abs().mul_(tol.rtol).add_(tol.atol * rms)
+            if _all_finite(got):
+                bad_nonfinite = 0
+                bad = diff > allowed
+            else:
+                nonfinite = ~torch.isfinite(got)
+                bad_nonfinite = int(nonfinite.sum().item())
+                diff.nan_to_num_(nan=float("inf"), posinf=float("inf"))
+                bad = (diff > allowed) | nonfinite
+            native_sq = _sum_sq(native - ref) if native is not None else 0.0
         else:
-            bad_nonfinite = finite & ~torch.isfinite(got)
+            finite = torch.isfinite(ref)
+            nonfinite = finite & ~torch.isfinite(got)
+            bad_nonfinite = int(nonfinite.sum().item())
             # Where the reference itself is non-finite, the candidate must match it exactly.
             nonfinite_mismatch = ~finite & ~((got == ref) | (torch.isnan(got) & torch.isnan(ref)))
             ref_f = torch.where(finite, ref, 0.0)
             diff = (torch.where(finite, got, 0.0) - ref_f).abs()
             diff = torch.where(torch.isnan(diff), float("inf"), diff)
-            bad = (diff > tol.rtol * ref_f.abs() + tol.atol * rms) | bad_nonfinite | nonfinite_mismatch
-        del got
+            bad = (diff > tol.rtol * ref_f.abs() + tol.atol * rms) | nonfinite | nonfinite_mismatch
+            native_sq = _sum_sq(torch.where(finite, native, 0.0) - ref_f) if native is not None else 0.0
+        del got, ref, native
         totals.bad += int(bad.sum().item())
-        totals.bad_nonfinite += int(bad_nonfinite.sum().item())
-        del bad, bad_nonfinite
+        totals.bad_nonfinite += bad_nonfinite
+        totals.native_sq += native_sq
+        del bad
         peak, where = diff.max(dim=0)
         if float(peak.item()) > totals.max_abs:
             totals.max_abs, totals.worst_flat = float(peak.item()), start + int(where.item())
-        totals.diff_sq += float(diff.pow_(2).sum().item())
+        totals.diff_sq += _sum_sq(diff)
         del diff
-        if native_flat is not None:
-            native = native_flat[start:end].to(device).to(torch.float64)
-            totals.native_sq += float((torch.where(finite, native, 0.0) - ref_f).pow_(2).sum().item())
     return totals
 
 
