@@ -52,6 +52,11 @@ TEMPLATE_OVERHEAD_CHARS = 6_000
 #: Caps on the verifier's words in a fix prompt: the reason and the evidence summary.
 MAX_REASON_CHARS = 400
 MAX_EVIDENCE_CHARS = 600
+#: Caps on the static rules' violations in a fix prompt: each one's line, and all of them
+#: together; past the total the rest are counted and named by rule and line, never dropped
+#: silently (a fix for the first violation alone meets the second one next generation).
+MAX_VIOLATION_CHARS = 300
+MAX_VIOLATIONS_CHARS = 6_000
 
 Backend = Literal["triton", "cute"]
 
@@ -170,6 +175,8 @@ class Rejection(PromptModel):
     reason: str
     #: a compact summary of the evidence (failing outputs, crash output, compile errors)
     evidence: str = ""
+    #: every static-rule violation, one line each (the last may count those past the cap)
+    violations: list[str] = Field(default_factory=list)
 
 
 class TaskContext(PromptModel):
@@ -301,7 +308,8 @@ def render_improve(ctx: TaskContext, parent: ParentKernel) -> str:
 def render_fix(ctx: TaskContext, candidate_source: str, rejection: Rejection) -> str:
     """Ask for a corrected version of a rejected candidate, given the verifier's verdict."""
     source = cap_source(candidate_source)
-    fixed = len(source) + len(rejection.reason) + len(rejection.evidence)
+    fixed = (len(source) + len(rejection.reason) + len(rejection.evidence)
+             + sum(len(line) for line in rejection.violations))
     return _render("fix", ctx=_fit(ctx, fixed), candidate_source=source, rejection=rejection)
 
 
@@ -324,6 +332,12 @@ def rejection_from_result(result: EvalResult) -> Rejection:
         raise ValueError(f"candidate {result.candidate} passed verification: there is no rejection to fix")
     failed = next((s for s in reversed(result.stages) if s.status is StageStatus.FAILED), None)
     reason = result.reason or (failed.message if failed else "") or "rejected without a stated reason"
+    violations = violation_lines(failed.evidence.get("violations") if failed else None)
+    if violations:
+        # the reason is the same list folded onto one line and cut at MAX_REASON_CHARS:
+        # the violations go whole, one per line, instead
+        count = len(failed.evidence["violations"])
+        reason = f"the static rules found {count} violation(s) in the source, listed below"
     evidence: list[str] = [f"judged under {result.policies.describe()}"]
     if failed is not None:
         evidence.append(f"failed at stage {failed.name}")
@@ -341,7 +355,55 @@ def rejection_from_result(result: EvalResult) -> Rejection:
         rejection_class=rejection_class,
         reason=_clip(reason, MAX_REASON_CHARS, one_line=True),
         evidence=_clip("; ".join(evidence), MAX_EVIDENCE_CHARS, one_line=True),
+        violations=violations,
     )
+
+
+def violation_lines(violations: Any) -> list[str]:
+    """One line per static-rule violation recorded on a failed stage (``evidence["violations"]``,
+    each a dumped ``RuleViolation``): its message with rule and line, each under
+    :data:`MAX_VIOLATION_CHARS`, all under :data:`MAX_VIOLATIONS_CHARS`; the ones past the
+    total are counted in a last line that names their rules and lines."""
+    if not isinstance(violations, list):
+        return []
+    lines: list[str] = []
+    used = 0
+    for number, violation in enumerate(violations):
+        if not isinstance(violation, dict):
+            continue
+        line = _clip(f"{violation.get('message', '')} (rule {violation.get('rule', '?')}, "
+                     f"line {violation.get('line', '?')})", MAX_VIOLATION_CHARS, one_line=True)
+        if used + len(line) > MAX_VIOLATIONS_CHARS:
+            lines.append(_unshown_violations([v for v in violations[number:] if isinstance(v, dict)]))
+            break
+        lines.append(line)
+        used += len(line)
+    return lines
+
+
+def _unshown_violations(rest: list[dict[str, Any]]) -> str:
+    """The violations past the cap in one line: how many, and each rule's lines as ranges
+    (``monkey-patch at lines 51-200``), so the model still knows where every one is."""
+    by_rule: dict[str, list[int]] = {}
+    for violation in rest:
+        line = violation.get("line")
+        by_rule.setdefault(str(violation.get("rule", "?")), []).append(line if isinstance(line, int) else 0)
+    where = "; ".join(f"{rule} at line(s) {_ranges(sorted(set(numbers)))}" for rule, numbers in by_rule.items())
+    return f"{len(rest)} more violation(s) not shown for length: {where}"
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
+    spans: list[str] = []
+    start = previous = numbers[0]
+    for number in [*numbers[1:], None]:
+        if number is not None and number == previous + 1:
+            previous = number
+            continue
+        spans.append(str(start) if start == previous else f"{start}-{previous}")
+        if number is not None:
+            start = previous = number
+    return ", ".join(spans)
 
 
 def _first_line(text: str) -> str:

@@ -7,11 +7,13 @@ errors are the SDKs' own (``max_retries``, ``timeout_s``); what surfaces after t
 ``ProviderError`` whose ``kind`` tells the agent whether to wait, skip the model or stop, and
 whose message tells the person what to do.
 
-Keys: the explicit argument, else the spec's ``api_key_env``, else the provider's usual
-variable (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) — the last only for the official API, so
-a key meant for OpenAI is never sent to some other server named by a base URL. A base URL with
-no key configured gets a placeholder (local servers ignore it). A key never appears in a
-message, repr or log line: server error text is quoted only after redaction.
+Keys: ``choose_api_key`` alone decides which key a model's requests carry, whatever the key's
+source (kgen's settings: the config file, ``KGEN_OPENAI_API_KEY``, an explicit argument; the
+provider's variable ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``; a variable the model names).
+A provider's key goes only to that provider's official endpoint, unless the person names a key
+for the model (``...@URL#VARIABLE``, see ``kgen.agent.models``); any other server gets a
+placeholder (local servers ignore it). A key never appears in a message, repr or log line:
+server error text is quoted only after redaction.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ import re
 import sys
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, SecretStr
 
 from kgen.agent.models import ModelSpec
 from kgen.agent.usage import cost_usd
@@ -304,15 +307,82 @@ class _AnthropicMessages(_SDKClient):
         )
 
 
-def resolve_api_key(spec: ModelSpec, api_key: str | None = None) -> str | None:
-    """The key to send for ``spec``, or None when one is needed and none is configured."""
-    if api_key:
-        return api_key
-    if spec.api_key_env:
-        return os.environ.get(spec.api_key_env) or None
-    if spec.is_official_api:
-        return os.environ.get(DEFAULT_KEY_ENV[spec.provider]) or None
-    return PLACEHOLDER_KEY
+class KeyChoice(BaseModel):
+    """The key one model's requests carry, and what a person sets or checks about it.
+
+    ``key`` None: the model needs a key and none is configured where it may come from.
+    ``placeholder``: a server other than the provider's, with no key named for it, gets
+    ``PLACEHOLDER_KEY`` (the SDKs refuse to run without one; local servers ignore it).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    key: SecretStr | None
+    #: where the key is read from, for "set ..." / "check ..." in messages
+    hint: str
+    placeholder: bool = False
+
+    def missing_message(self, label: str) -> str:
+        return f"no API key for {label}: set {self.hint}"
+
+
+def is_official_endpoint(spec: ModelSpec) -> bool:
+    """Whether requests for ``spec`` go to its provider's own API, the one place its key belongs.
+
+    No base URL, or one on the official host over https at the default port. The path does not
+    matter (the key reaches the same server either way); plain http, another port or another
+    host (``api.openai.com.example.net``) is someone else's server.
+    """
+    if spec.base_url is None:
+        return True
+    url, official = urlsplit(spec.base_url), urlsplit(OFFICIAL_BASE_URLS[spec.provider])
+    try:
+        port = url.port
+    except ValueError:
+        return False
+    return url.scheme == "https" and url.hostname == official.hostname and port in (None, 443)
+
+
+def choose_api_key(spec: ModelSpec, configured: str | None = None,
+                   environ: Mapping[str, str] | None = None) -> KeyChoice:
+    """The one rule for which key (if any) ``spec``'s requests carry, for every key source.
+
+    ``configured`` is the provider's key from kgen's settings (the config file's
+    ``openai_api_key``, ``KGEN_OPENAI_API_KEY``, an API argument); ``environ`` defaults to
+    ``os.environ``. Why one function: the config file's key once went to a custom base URL
+    while the same key from the environment was withheld, because each source had its own
+    check. The rule:
+
+    * a key variable named for the model (``#NAME``) is read wherever the model points; when
+      it names the provider's own variable (``#OPENAI_API_KEY``), the provider's key from
+      kgen's settings counts too (the settings' key wins, as everywhere);
+    * else the provider's official endpoint gets the provider's key: kgen's settings, then
+      the provider's variable;
+    * else (any other server) nothing of the provider's: a placeholder.
+    """
+    env = os.environ if environ is None else environ
+    provider_variable = DEFAULT_KEY_ENV[spec.provider]
+    settings_name = f"{spec.provider}_api_key"
+    both = f"{provider_variable} or {settings_name} in the config file"
+    named = spec.api_key_env
+    if named is not None:
+        if named == provider_variable:
+            return KeyChoice(key=_secret(configured or env.get(named)), hint=both)
+        return KeyChoice(key=_secret(env.get(named)), hint=named)
+    if is_official_endpoint(spec):
+        return KeyChoice(key=_secret(configured or env.get(provider_variable)), hint=both)
+    return KeyChoice(
+        key=SecretStr(PLACEHOLDER_KEY), placeholder=True,
+        hint=(f"the server's key: name the variable that holds it after the URL "
+              f"({spec.provider}:{spec.model}@{spec.base_url}#MY_SERVER_KEY, or "
+              f"#{provider_variable} to send your {spec.provider} key there; unnamed, it goes "
+              f"only to {OFFICIAL_BASE_URLS[spec.provider]})"),
+    )
+
+
+def _secret(value: str | None) -> SecretStr | None:
+    value = (value or "").strip()
+    return SecretStr(value) if value else None
 
 
 def make_client(
@@ -324,18 +394,18 @@ def make_client(
 ) -> LLMClient:
     """Build the client for ``spec``; a missing key fails here, before any network call.
 
-    The official endpoints are passed to the SDKs explicitly, so ``OPENAI_BASE_URL`` /
-    ``ANTHROPIC_BASE_URL`` in the environment cannot send a key somewhere the spec does not
-    name; another endpoint is chosen in the spec (``@BASE_URL``).
+    ``api_key`` is the provider's key from kgen's settings; ``choose_api_key`` decides whether
+    it (or any key) goes to ``spec``'s endpoint. The official endpoints are passed to the SDKs
+    explicitly, so ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` in the environment cannot send
+    a key somewhere the spec does not name; another endpoint is chosen in the spec
+    (``@BASE_URL``).
     """
-    key_hint = _key_hint(spec)
-    key = resolve_api_key(spec, api_key)
-    if key is None:
-        raise ProviderError(
-            f"no API key for {spec.label}: set {key_hint} or put it in config",
-            kind="missing_key",
-            model=spec.label,
-        )
+    choice = choose_api_key(spec, api_key)
+    if choice.key is None:
+        raise ProviderError(choice.missing_message(spec.label), kind="missing_key",
+                            model=spec.label)
+    key = choice.key.get_secret_value()
+    key_hint = choice.hint
     redact = _redactor(key)
     base_url = spec.base_url or OFFICIAL_BASE_URLS[spec.provider]
     common = {"timeout_s": timeout_s, "max_retries": max_retries, "redact": redact,
@@ -361,15 +431,6 @@ def make_client(
         http_client=_http_client(anthropic, base_url),
     )
     return _AnthropicMessages(spec, sdk_client, anthropic, **common)
-
-
-def _key_hint(spec: ModelSpec) -> str:
-    """Where the key for ``spec`` is read from, for messages that tell the person what to set."""
-    if spec.api_key_env:
-        return spec.api_key_env
-    if spec.is_official_api:
-        return DEFAULT_KEY_ENV[spec.provider]
-    return "the model's api_key_env (this server's key variable)"
 
 
 def _http_client(sdk: Any, base_url: str) -> Any:

@@ -15,7 +15,7 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
     """Bad input caught before a run directory exists: an empty or unreadable request (offline,
     where the matcher reads it), bad model strings, missing keys, unknown targets."""
     from kgen.agent.models import ModelSpecError, parse_model
-    from kgen.agent.providers import resolve_api_key
+    from kgen.agent.providers import choose_api_key
     from kgen.agent.spec import SpecError, parse_request
     from kgen.backends.targets import UnknownTargetError, resolve_target
 
@@ -26,10 +26,9 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
             spec = parse_model(model)
         except ModelSpecError as exc:
             raise RunError(str(exc)) from exc
-        if resolve_api_key(spec, (api_keys or {}).get(spec.provider)) is None:
-            variable = spec.api_key_env or f"{spec.provider.upper()}_API_KEY"
-            raise RunError(f"no API key for {spec.label}: set {variable} or put "
-                           f"{spec.provider}_api_key in the config file")
+        choice = choose_api_key(spec, (api_keys or {}).get(spec.provider))
+        if choice.key is None:
+            raise RunError(choice.missing_message(spec.label))
     if options.offline and not options.problem_file:
         try:
             parse_request(options.request, default_target="h100")

@@ -29,6 +29,7 @@ def run_options(request: str, overrides: dict[str, Any], *, problem: str | Path 
 
     from kgen.agent.run_options import RunOptions
     from kgen.settings import SettingsError, load_settings
+    from kgen.validation_errors import validation_message
 
     unknown = sorted(set(extra) - set(RunOptions.model_fields))
     if unknown:
@@ -54,13 +55,16 @@ def run_options(request: str, overrides: dict[str, Any], *, problem: str | Path 
             persist=persist, **extra,
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise KgenUsageError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+        raise KgenUsageError(validation_message(exc)) from exc
     return options, settings
 
 
 def api_keys(settings: Settings) -> dict[str, str]:
-    """Keys set in the config file; the providers read the environment themselves."""
+    """Each provider's key from kgen's settings (the config file, ``KGEN_OPENAI_API_KEY``, ...).
+
+    Only a provider's key, never a decision: ``kgen.agent.providers.choose_api_key`` decides,
+    per model, whether it may be sent (a custom base URL gets it only when the model names it).
+    """
     keys = {}
     for provider in ("openai", "anthropic"):
         secret = getattr(settings, f"{provider}_api_key")
@@ -122,6 +126,7 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
 
     from kgen.evals.harness import EvalOptions, UsageError
     from kgen.evals.harness import evaluate as run_evaluation
+    from kgen.validation_errors import validation_message
 
     unknown = sorted(set(options) - set(EvalOptions.model_fields))
     if unknown:
@@ -130,7 +135,6 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
     try:
         return run_evaluation(problem, candidate, EvalOptions(**options))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise KgenUsageError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+        raise KgenUsageError(validation_message(exc)) from exc
     except UsageError as exc:
         raise KgenUsageError(str(exc)) from exc

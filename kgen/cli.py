@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kgen.kb_cli import kb_app
 from kgen.run_cli import resume_command, run_command, runs_command
-from kgen.terminal import console, err_console, fail_usage
+from kgen.terminal import console, err_console, fail_usage, print_error
 
 app = typer.Typer(
     name="kgen",
@@ -197,7 +198,8 @@ def eval_command(
         small_sizes=small, bench=bench, precision=precision, torch_ops=torch_ops,
     )
     try:
-        progress = None if json_output else (lambda line: err_console.print(f"[dim]{line} …[/]", soft_wrap=True))
+        progress = None if json_output else (
+            lambda line: err_console.print(f"[dim]{escape(line)} …[/]", highlight=False, soft_wrap=True))
         result = evaluate(problem, candidate, options, progress=progress)
     except UsageError as exc:
         if json_output:
@@ -299,7 +301,7 @@ def bench_command(
         from kgen.evals.self_test import run_self_test
 
         results = run_self_test(infos, options, out, command.strip(),
-                                progress=lambda line: console.print(line, highlight=False))
+                                progress=lambda line: console.print(escape(line), highlight=False))
         passed = sum(r.outcome == "passed" for r in results)
         console.print(f"self-test: {passed} of {len(results)} passed; wrote {out / 'self_test.md'}", highlight=False)
         raise typer.Exit(0 if passed == len(results) else 1)
@@ -308,14 +310,16 @@ def bench_command(
         candidate = find_candidate(info, candidates)
         result = None
         if candidate is not None:
-            err_console.print(f"[dim][{number}/{len(infos)}] {info.name} ← {candidate.name} …[/]", highlight=False)
+            err_console.print(f"[dim]\\[{number}/{len(infos)}] {escape(info.name)} ← {escape(candidate.name)} …[/]",
+                              highlight=False)
             result = evaluate(info.path, candidate, options)
         row = row_from_result(result, info, candidate)
         rows.append(row)
-        console.print(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}", highlight=False)
+        console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}"),
+                      highlight=False)
     summary = summarize(rows)
     paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
-    console.print((out / "suite.md").read_text() if (out / "suite.md").exists() else "")
+    console.print(escape((out / "suite.md").read_text()) if (out / "suite.md").exists() else "", highlight=False)
     console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)
 
 
@@ -414,7 +418,7 @@ def main() -> None:
         app(args=_with_default_command(sys.argv[1:]), prog_name="kgen")
     except KnowledgeBaseError as exc:
         # a store that fails mid-command (server gone, lock held): one line, exit 2
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        print_error(str(exc))
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted: `kgen runs` lists unfinished runs; `kgen resume RUN` continues one")

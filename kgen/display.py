@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kgen.evals.result import EvalResult, StageStatus
@@ -16,24 +17,21 @@ _STATUS_STYLE = {
 
 
 def verdict_line(result: EvalResult) -> str:
+    """The verdict as Rich markup: only the verdict word is styled; the words around it are
+    escaped, because a reason quoting ``out[i]`` would otherwise lose ``[i]`` to Rich."""
     where = "CPU (Triton interpreter)" if result.device == "cpu" else result.device.upper()
+    what = escape(f"{result.problem} ← {result.candidate} on {where}: {result.reason}")
     if result.passed:
-        return f"[bold green]PASSED[/] {result.problem} ← {result.candidate} on {where}: {result.reason}"
+        return f"[bold green]PASSED[/] {what}"
     if result.inconclusive is not None:
-        return (
-            f"[bold yellow]INCONCLUSIVE[/] ({result.inconclusive.value}) {result.problem} ← {result.candidate} "
-            f"on {where}: {result.reason}"
-        )
-    return (
-        f"[bold red]REJECTED[/] ({result.rejection.value if result.rejection else 'unknown'}) "
-        f"{result.problem} ← {result.candidate} on {where}: {result.reason}"
-    )
+        return f"[bold yellow]INCONCLUSIVE[/] ({result.inconclusive.value}) {what}"
+    return f"[bold red]REJECTED[/] ({result.rejection.value if result.rejection else 'unknown'}) {what}"
 
 
 def print_eval_result(result: EvalResult, console: Console) -> None:
     stages = _table("stages", "stage", "status", "seconds", "detail")
     for stage in result.stages:
-        stages.add_row(stage.name, _STATUS_STYLE[stage.status], f"{stage.seconds:.1f}", stage.message)
+        stages.add_row(stage.name, _STATUS_STYLE[stage.status], f"{stage.seconds:.1f}", escape(stage.message))
     console.print(stages)
     if result.trials:
         trials = _table("correctness trials: rel-L2 error vs the fp64 reference (worst output); eager = the reference in the problem's own dtypes",
@@ -52,21 +50,21 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
             )
         console.print(trials)
     for note in result.skipped:
-        console.print(f"[yellow]skipped:[/] {note}", highlight=False)
+        console.print(f"[yellow]skipped:[/] {escape(note)}", highlight=False)
     if result.kernels:
         kernels = _table("cross-compiled kernels", "target", "kernel", "regs", "spills", "smem", "warps", "stages", "ok")
         for k in result.kernels:
             kernels.add_row(
                 k.target, k.kernel, _opt(k.registers), _opt(k.spills),
                 "-" if k.shared_bytes is None else f"{k.shared_bytes} B", _opt(k.num_warps),
-                _opt(k.num_stages), "[green]yes[/]" if k.ok else f"[red]no[/] {k.error or ''}",
+                _opt(k.num_stages), "[green]yes[/]" if k.ok else f"[red]no[/] {escape(k.error or '')}",
             )
         console.print(kernels)
     if result.bench is None:
         console.print("timing: not measured (`--bench` on a GPU measures it; kgen reports only measured figures)")
     else:
         for line in result.bench.lines():
-            console.print(f"timing: {line}", highlight=False, soft_wrap=True)
+            console.print(f"timing: {escape(line)}", highlight=False, soft_wrap=True)
     console.print(verdict_line(result), highlight=False, soft_wrap=True)
 
 

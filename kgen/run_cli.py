@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from kgen.terminal import console, err_console, fail_usage
 
@@ -41,8 +42,9 @@ class LiveProgress:
 
     def __call__(self, line: str) -> None:
         elapsed = time.monotonic() - self.started
-        err_console.print(f"[dim]{elapsed:6.1f}s[/] {line}", highlight=False, soft_wrap=True)
-        self.status.update(f"{line[:70]} … ({elapsed:.0f} s)")
+        # lines quote model labels and verifier reasons: text, never markup
+        err_console.print(f"[dim]{elapsed:6.1f}s[/] {escape(line)}", highlight=False, soft_wrap=True)
+        self.status.update(f"{escape(line[:70])} … ({elapsed:.0f} s)")
 
 
 def _report(summary, json_output: bool) -> None:
@@ -72,7 +74,8 @@ def run_command(
     request: Annotated[str, typer.Argument(help="What to build, e.g. 'Triton RMSNorm backward for H100'.")],
     model: Annotated[list[str] | None, typer.Option(
         "--model", "-m", help="Model to ask, repeatable: openai:gpt-5, anthropic:claude-sonnet-4-5, "
-        "openai:NAME@http://host:8000/v1 (local server), NAME*2 for weight 2. None: offline mode.")] = None,
+        "openai:NAME@http://host:8000/v1 (local server; ...#VAR sends it the key in $VAR), NAME*2 "
+        "for weight 2. None: offline mode.")] = None,
     target: Annotated[list[str] | None, typer.Option(
         "--target", "-t", help="Hardware target, repeatable (h100, mi300x, ...). Default: the "
         "request's, else the local GPU's, else h100.")] = None,

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic.types import StringConstraints
 
 from kgen.config import kgen_home
+from kgen.validation_errors import error_message
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -265,8 +266,7 @@ def _validate(name: str, value: object, *, where: str, raw: object) -> Any:
         error = exc.errors()[0]
         shown = "<hidden>" if name in SECRET_NAMES else repr(raw)
         if error["type"] == "value_error":
-            message = str(error["msg"]).removeprefix("Value error, ")
-            raise SettingsError(f"{where}: {message}") from None
+            raise SettingsError(f"{where}: {error_message(error)}") from None
         raise SettingsError(f"{where}: expected {_EXPECTED[name]}, got {shown}") from None
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, kernel_id, utc_now
 from kgen.knowledge_base.store import KnowledgeBase, where_equal
+from kgen.validation_errors import error_message
 
 FORMAT = "kgen-knowledge-base"
 FORMAT_VERSION = 1
@@ -135,7 +136,7 @@ def _parse_rows(lines: list[str]) -> tuple[list[tuple[int, KernelEntry]], list[G
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "row"
-            bad.append(BadRow(line=number, reason=f"invalid {kind} row: {where}: {first['msg']}"))
+            bad.append(BadRow(line=number, reason=f"invalid {kind} row: {where}: {error_message(first)}"))
     return kernels, notes, bad
 
 

@@ -104,7 +104,11 @@ def script(server: ScriptedLLMServer) -> dict[str, int]:
 
 
 def models(server: ScriptedLLMServer) -> list[str]:
-    return [f"openai:gpt-test@{server.openai_base_url}", f"anthropic:claude-test@{server.anthropic_base_url}"]
+    """The servers stand in for the providers, so each model names its provider's key for its
+    URL (``#OPENAI_API_KEY``): without that, kgen sends a provider's key to nobody but the
+    provider's official API."""
+    return [f"openai:gpt-test@{server.openai_base_url}#OPENAI_API_KEY",
+            f"anthropic:claude-test@{server.anthropic_base_url}#ANTHROPIC_API_KEY"]
 
 
 def write_config(home: Path, server: ScriptedLLMServer) -> None:

@@ -82,14 +82,14 @@ def test_label_parses_back_to_the_same_spec(text):
         "openai:gpt-5*two",
         "openai:gpt 5",  # whitespace in the name
         "openai:m@http://",  # URL without a host
-        "openai:m@http://user:secret@host/v1",  # credentials belong in api_key_env
+        "openai:m@http://user:secret@host/v1",  # credentials belong in a key variable (#NAME)
     ],
 )
 def test_bad_references_raise_an_error_that_teaches_the_syntax(text):
     with pytest.raises(ModelSpecError) as caught:
         parse_model(text)
     assert isinstance(caught.value, ValueError)
-    assert "PROVIDER:MODEL[@BASE_URL][*WEIGHT]" in str(caught.value)
+    assert "PROVIDER:MODEL[@BASE_URL][#KEY_VARIABLE][*WEIGHT]" in str(caught.value)
     assert repr(text) in str(caught.value)
 
 

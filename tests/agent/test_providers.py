@@ -11,20 +11,30 @@ import pytest
 from llm_server import Reply, ScriptedLLMServer
 
 from kgen.agent.models import ModelSpec, parse_model
-from kgen.agent.providers import PLACEHOLDER_KEY, LLMClient, ProviderError, make_client
+from kgen.agent.providers import (
+    DEFAULT_KEY_ENV,
+    PLACEHOLDER_KEY,
+    LLMClient,
+    ProviderError,
+    make_client,
+)
 
 FAKE_KEY = "sk-kgen-LEAKCHECK-7f3a9c2e51d04b8e"
 FAST = {"timeout_s": 0.5, "max_retries": 1}
 
 
-def spec_for(server: ScriptedLLMServer, route: str, model: str = "test-model") -> ModelSpec:
+def spec_for(server: ScriptedLLMServer, route: str, model: str = "test-model",
+             key_named: bool = False) -> ModelSpec:
+    """``key_named``: the model names its provider's key for the server (``#OPENAI_API_KEY``),
+    the only way kgen's configured key reaches a server other than the provider's own."""
     url = server.openai_base_url if route == "openai" else server.anthropic_base_url
-    return parse_model(f"{route}:{model}@{url}")
+    named = f"#{DEFAULT_KEY_ENV[route]}" if key_named else ""
+    return parse_model(f"{route}:{model}@{url}{named}")
 
 
-def client_for(server: ScriptedLLMServer, route: str, **kwargs) -> LLMClient:
+def client_for(server: ScriptedLLMServer, route: str, key_named: bool = False, **kwargs) -> LLMClient:
     options = {"api_key": FAKE_KEY, **FAST, **kwargs}
-    return make_client(spec_for(server, route), **options)
+    return make_client(spec_for(server, route, key_named=key_named), **options)
 
 
 def sent_key(request) -> str:
@@ -168,7 +178,9 @@ def test_missing_key_for_an_official_api_names_the_variable(text, variable):
     with pytest.raises(ProviderError) as caught:
         make_client(parse_model(text))
     assert caught.value.kind == "missing_key"
-    assert str(caught.value) == f"no API key for {text}: set {variable} or put it in config"
+    provider = text.split(":")[0]
+    assert str(caught.value) == (f"no API key for {text}: set {variable} or {provider}_api_key "
+                                 f"in the config file")
 
 
 def test_missing_key_fails_before_any_request(llm_server, monkeypatch):
@@ -227,7 +239,7 @@ def test_the_key_is_sent_but_never_appears_in_results_errors_or_logs(llm_server,
         Reply.error(400, echo),
         Reply.malformed(f'{{"oops": "{FAKE_KEY}"'.encode()),
     ])
-    client = client_for(llm_server, route, max_retries=0)
+    client = client_for(llm_server, route, key_named=True, max_retries=0)
     seen = [repr(client), str(client)]
     done = client.complete("s", "u", max_tokens=5, temperature=0)
     seen += [repr(done), str(done), done.model_dump_json()]
