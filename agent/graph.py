@@ -208,28 +208,33 @@ class Runner:
         return {"spec": spec.model_dump(mode="json"), "dtype": dtype, "generation": 0,
                 "usage": self._spec_usage}
 
+    def _recorded(self, label: str, folder: str):
+        """The one way a model is asked: counted in a ledger and saved under ``folder``
+        (``model_calls.py``); the ledger goes into the run's usage with the node's update."""
+        from kgen.agent.model_calls import RecordedClient
+
+        return RecordedClient(label, lambda: self._client(label), self.run, folder)
+
     def _complete_json(self, system: str, user: str, model_cls):
         from kgen.agent.providers import ProviderError
         from kgen.agent.structured_output import complete_json
-        from kgen.agent.usage import UsageLedger
 
-        ledger = UsageLedger()
+        client = self._recorded(self.options.models[0], "model_calls/spec")
         try:
-            value, _ = complete_json(self._client(self.options.models[0]), system, user, model_cls,
-                                     ledger=ledger)
+            value, _ = complete_json(client, system, user, model_cls)
         except ProviderError as exc:
             if exc.kind in ("missing_key", "auth", "unreachable"):
                 raise RunError(exc.message) from exc
             raise _NoSpecReply(exc.message) from exc
         finally:
-            self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(ledger))
+            self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(client.ledger))
         return value
 
     def _write_reference_problem(self, operation: str) -> Path:
         from kgen.agent.providers import ProviderError
         from kgen.agent.reference_problem import ReferenceProblemError, new_reference_problem
 
-        client = self._client(self.options.models[0])
+        client = self._recorded(self.options.models[0], "model_calls/reference_problem")
 
         def complete_text(system: str, user: str) -> str:
             try:
@@ -243,6 +248,8 @@ class Runner:
         except ReferenceProblemError as exc:
             raise RunError(f"the model's reference problem for '{operation}' failed its self-check: "
                            f"{'; '.join(exc.reasons)}") from exc
+        finally:
+            self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(client.ledger))
         self.say(f"reference problem written and self-checked: {path.name}")
         return path
 
@@ -291,18 +298,22 @@ class Runner:
 
     # -- plan ------------------------------------------------------------------------
 
-    def budget_plan(self) -> list[int]:
+    def budget_plan(self, state: RunState) -> list[int]:
+        """Candidates per generation. Generation 0 always has a slot for each target's known
+        kernel (``retrieve`` found them; see ``split_budget``), even when that is the only
+        slot: a run that knew a good kernel must never end with none."""
         options = self.options
+        remeasures = len(state.get("baselines") or {})
         if options.offline and self.device == "cpu":
-            return [min(options.budget, CPU_OFFLINE_VARIANTS + 1)]
-        return split_budget(options.budget, options.generations)
+            return [max(min(options.budget, CPU_OFFLINE_VARIANTS + 1), remeasures)]
+        return split_budget(options.budget, options.generations, remeasures=remeasures)
 
     def plan(self, state: RunState) -> dict:
         from kgen.agent.ensemble import Ensemble
         from kgen.agent.models import parse_model
 
         generation = state.get("generation", 0)
-        sizes = self.budget_plan()
+        sizes = self.budget_plan(state)
         records = self.records(state)
         spec = state["spec"]
         baselines = {t: (v[0], v[1]) for t, v in (state.get("baselines") or {}).items()}
@@ -321,6 +332,10 @@ class Runner:
                                      baselines, labels)
         self.say(f"generation {generation}: {len(tasks)} candidate(s) "
                  f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
+        only_remeasures = bool(tasks) and all(t.kind == "baseline" for t in tasks)
+        if not self.options.offline and len(sizes) == 1 and only_remeasures:
+            self.say(f"the budget ({self.options.budget}) is spent re-measuring the known kernel(s): "
+                     "no model is asked (raise --budget)")
         return {"tasks": [t.model_dump() for t in tasks]}
 
     def fan_out(self, state: RunState):
@@ -365,29 +380,19 @@ class Runner:
         from kgen.agent.code_extraction import NoCodeError, extract_candidate
         from kgen.agent.prompt_context import render_system
         from kgen.agent.providers import ProviderError
-        from kgen.agent.usage import UsageLedger
 
-        folder = self.run.candidate_dir(task.id)
-        reply_path = folder / "reply.md"
-        ledger = UsageLedger()
-        if reply_path.is_file():  # paid for before an interruption: never ask twice
-            reply = reply_path.read_text()
-        else:
-            system = render_system(payload["spec"]["backend"])
-            user = self._prompt(task, payload)
-            self.run.write(f"candidates/{task.id}/prompt.md", f"# system\n\n{system}\n\n# user\n\n{user}")
-            try:
-                completion = self._client(task.model).complete(system, user, max_tokens=16000,
-                                                               temperature=0.7)
-            except ProviderError as exc:
-                if exc.kind in ("missing_key", "auth", "unreachable"):
-                    raise RunError(exc.message) from exc
-                return None, f"{exc.kind}: {exc.message}", {}
-            ledger.add(completion)
-            reply = completion.text
-            self.run.write(f"candidates/{task.id}/reply.md", reply)
-            self.run.write(f"candidates/{task.id}/usage.json", completion.model_dump_json(indent=1))
-        usage = _ledger_dump(ledger)
+        # a reply paid for before an interruption is on disk: the recorded client reuses it
+        client = self._recorded(task.model, f"candidates/{task.id}")
+        system = render_system(payload["spec"]["backend"])
+        user = self._prompt(task, payload)
+        try:
+            completion = client.complete(system, user, max_tokens=16000, temperature=0.7)
+        except ProviderError as exc:
+            if exc.kind in ("missing_key", "auth", "unreachable"):
+                raise RunError(exc.message) from exc
+            return None, f"{exc.kind}: {exc.message}", _ledger_dump(client.ledger)
+        reply = completion.text
+        usage = _ledger_dump(client.ledger)
         try:
             return extract_candidate(reply), "", usage
         except NoCodeError as exc:
@@ -511,7 +516,7 @@ class Runner:
                 self.say(f"after generation {generation}, best for {target}: {best[0].id} ({describe(best[0])})")
         ledger = UsageLedger.model_validate(state.get("usage") or {})
         stop = ""
-        if generation + 1 >= len(self.budget_plan()):
+        if generation + 1 >= len(self.budget_plan(state)):
             stop = "budget spent" if len(records) >= self.options.budget else "all generations run"
             if self.options.offline and self.device == "cpu" and len(records) < self.options.budget:
                 stop = (f"no GPU: tuned variants cannot be ranked without timings, so the known kernel "

@@ -10,7 +10,6 @@ sandbox (:mod:`kgen.agent.problem_self_check_child`), never in this process.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
@@ -28,7 +27,6 @@ TextCompleter = Callable[[str, str], str]
 
 #: Address-space cap for the self-check child: CPU sizes need little, a runaway allocation dies.
 _ADDRESS_SPACE_BYTES = 16 * 1024**3
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
 
 class ReferenceProblemError(RuntimeError):
@@ -62,29 +60,22 @@ def problem_slug(operation: str, limit: int = 48) -> str:
 
 
 def extract_problem_code(reply: str) -> str:
-    """The python block of a reply that defines ``class Model`` (the last, if several).
+    """The problem file in a model's reply: the final complete module defining ``class Model``
+    and ``get_inputs`` — the same rule that reads candidates (:mod:`kgen.agent.code_extraction`),
+    so a draft followed by a corrected file gives the corrected file.
 
-    A reply without fences that is itself a problem file is taken whole;
-    anything else is an error, because a guessed fragment would fail later
-    with a less useful message.
+    Anything else is an error, because a guessed fragment would fail later with a less useful
+    message; its reason goes back to the model on the next attempt.
     """
-    reply = reply.replace("\r\n", "\n")
-    blocks = [body for lang, body in _FENCE.findall(reply) if lang.lower() in ("", "python", "py", "python3")]
-    with_model = [b for b in blocks if re.search(r"^class Model\b", b, re.MULTILINE)]
-    if with_model:
-        # the last block that parses (a corrected file follows a draft); else the last one
-        return max(enumerate(with_model), key=lambda ib: (_parses(ib[1]), ib[0]))[1].strip() + "\n"
-    if "```" not in reply and re.search(r"^class Model\b", reply, re.MULTILINE):
-        return reply.strip() + "\n"
-    raise ReferenceProblemError("the model's reply has no complete python code block defining class Model")
+    from kgen.agent.code_extraction import REFERENCE_PROBLEM, NoCodeError, extract_module
 
-
-def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
-    except (SyntaxError, ValueError):
-        return False
-    return True
+        return extract_module(reply, REFERENCE_PROBLEM)
+    except NoCodeError as exc:
+        raise ReferenceProblemError(
+            "the model's reply has no complete python code block defining class Model and get_inputs",
+            [str(exc)],
+        ) from exc
 
 
 def _example(operation: str) -> Path:

@@ -3,7 +3,8 @@
 Generation 0 always re-measures the knowledge base's best kernel for the
 problem (the "baseline"), so a run can never report something slower than
 what kgen already knew, and every other candidate is compared with it under
-the same conditions. Then, per target:
+the same conditions; the budget never squeezes it out (``split_budget``). Then,
+per target:
 
 * offline (no model): variants of the best kernels so far, made by tuning their
   launch and tiling parameters (``mutation.py``); the two best passed kernels are
@@ -89,8 +90,24 @@ def best_for(records: list[CandidateRecord], target: str, n: int = 1) -> list[Ca
     return sorted(passed, key=lambda r: rank_key(r, target))[:n]
 
 
-def split_budget(budget: int, generations: int) -> list[int]:
-    """Candidates per generation: as even as possible, earlier generations taking the remainder."""
+def split_budget(budget: int, generations: int, remeasures: int = 0) -> list[int]:
+    """Candidates per generation: as even as possible, earlier generations taking the remainder.
+
+    Generation 0 holds at least ``remeasures`` slots, one per target whose known kernel it
+    re-measures. That re-measure is what lets a run never lose (or report something slower
+    than) what kgen already knew, so the budget never squeezes it out: with ``--budget 1`` or
+    one slot per generation it is generation 0's only candidate, and a budget smaller than the
+    number of re-measures is raised to it (they cost no model call).
+    """
+    sizes = _even_split(budget, generations)
+    if remeasures <= 0 or (sizes and sizes[0] >= remeasures):
+        return sizes
+    return [remeasures] + _even_split(max(budget - remeasures, 0), generations - 1)
+
+
+def _even_split(budget: int, generations: int) -> list[int]:
+    if generations <= 0:
+        return []
     base, extra = divmod(budget, generations)
     return [base + (1 if g < extra else 0) for g in range(generations) if base or g < extra]
 
@@ -103,6 +120,24 @@ def per_target(n: int, targets: list[str]) -> dict[str, int]:
 
 def candidate_id(generation: int, index: int) -> str:
     return f"g{generation}-c{index:02d}"
+
+
+def remeasured_targets(generation: int, size: int, targets: list[str],
+                       baselines: dict[str, tuple[str, str]]) -> list[str]:
+    """The targets whose known kernel this generation re-measures: in generation 0 every
+    target that has one, first, before any other candidate takes a slot (as many as ``size``
+    allows; :func:`split_budget` makes room for all)."""
+    if generation != 0:
+        return []
+    return [t for t in targets if t in baselines][:max(size, 0)]
+
+
+def _shares(generation: int, size: int, targets: list[str],
+            baselines: dict[str, tuple[str, str]]) -> tuple[list[str], dict[str, int]]:
+    """(targets re-measured, other slots per target): re-measures come off the top, the rest
+    is spread over the targets."""
+    remeasured = remeasured_targets(generation, size, targets, baselines)
+    return remeasured, per_target(max(size - len(remeasured), 0), targets)
 
 
 def plan_offline(
@@ -121,13 +156,12 @@ def plan_offline(
 
     tasks: list[CandidateTask] = []
     tried = {source_key(s) for s in sources.values()}
-    counts = per_target(size, targets)
+    remeasured, counts = _shares(generation, size, targets, baselines)
     for target in targets:
         n = counts[target]
-        if generation == 0 and target in baselines and n > 0:
+        if target in remeasured:
             tasks.append(_baseline_task(target, baselines[target]))
             tried.add(source_key(baselines[target][1]))
-            n -= 1
         parents = [(r.id, sources[r.id]) for r in best_for(records, target, n=2) if r.id in sources]
         if not parents and target in baselines:
             parents = [(f"kb:{baselines[target][0]}", baselines[target][1])]
@@ -158,13 +192,12 @@ def plan_with_models(
 ) -> list[CandidateTask]:
     """Model tasks for one generation; ``models`` is the ensemble's allocation for it, in order."""
     tasks: list[CandidateTask] = []
-    counts = per_target(size, targets)
+    remeasured, counts = _shares(generation, size, targets, baselines)
     model_iter = iter(models)
     for target in targets:
         n = counts[target]
-        if generation == 0 and target in baselines and n > 1:
+        if target in remeasured:
             tasks.append(_baseline_task(target, baselines[target]))
-            n -= 1
         best = best_for(records, target, n=2)
         rejected = [r for r in records if r.target == target and r.verdict == "rejected"
                     and r.origin == "model"]

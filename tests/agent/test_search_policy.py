@@ -119,6 +119,32 @@ def test_split_budget_spends_exactly_the_budget_in_non_empty_generations(budget,
     assert sizes == sorted(sizes, reverse=True)
 
 
+@pytest.mark.parametrize(
+    ("budget", "generations", "remeasures", "sizes"),
+    [
+        (1, 1, 1, [1]),          # --budget 1: the re-measure is the run
+        (1, 3, 1, [1]),          # budget < generations
+        (3, 3, 1, [1, 1, 1]),    # budget == generations: already room in generation 0
+        (7, 3, 1, [3, 2, 2]),    # room already: unchanged
+        (1, 1, 2, [2]),          # two targets with known kernels: both re-measured
+        (3, 3, 2, [2, 1]),       # the rest of the budget after generation 0's re-measures
+        (4, 2, 3, [3, 1]),
+        (5, 2, 0, [3, 2]),
+    ],
+)
+def test_split_budget_keeps_a_slot_for_each_remeasure(budget, generations, remeasures, sizes):
+    assert split_budget(budget, generations, remeasures=remeasures) == sizes
+
+
+@pytest.mark.parametrize("remeasures", [0, 1, 2, 3])
+@pytest.mark.parametrize("generations", [1, 2, 3, 5])
+@pytest.mark.parametrize("budget", [1, 2, 3, 4, 7, 12])
+def test_split_budget_spends_the_budget_or_just_the_remeasures(budget, generations, remeasures):
+    sizes = split_budget(budget, generations, remeasures=remeasures)
+    assert sizes[0] >= remeasures and sum(sizes) == max(budget, remeasures)
+    assert len(sizes) <= generations and all(size > 0 for size in sizes)
+
+
 def test_per_target_spreads_the_remainder_over_the_first_targets():
     assert per_target(5, ["h100", "mi300x"]) == {"h100": 3, "mi300x": 2}
     assert per_target(1, ["h100", "mi300x"]) == {"h100": 1, "mi300x": 0}
@@ -213,9 +239,25 @@ def test_models_generation_0_generates_in_the_allocated_order_after_the_baseline
     assert all(t.origin == "model" and t.parent_ids == [] for t in tasks[1:])
 
 
-def test_models_generation_0_with_one_slot_asks_the_model_not_the_baseline():
+def test_models_generation_0_with_one_slot_remeasures_the_known_kernel():
+    """With --budget 1 (or one slot per generation) the known kernel is re-measured, not
+    dropped for a model's untested attempt: a run that knew a good kernel ends with one."""
     tasks = plan_with_models(0, 1, ["h100"], [], BASELINES, [ANTHROPIC])
-    assert [(t.kind, t.model) for t in tasks] == [("generate", ANTHROPIC)]
+    assert [(t.kind, t.origin, t.kb_id) for t in tasks] == [("baseline", "knowledge_base", KB_ID)]
+    assert [(t.kind, t.model) for t in plan_with_models(0, 2, ["h100"], [], BASELINES, [ANTHROPIC])] == [
+        ("baseline", ""), ("generate", ANTHROPIC)]
+
+
+def test_generation_0_remeasures_every_target_before_spreading_the_rest():
+    baselines = {"h100": (KB_ID, SEED), "mi300x": ("k-seed-mi300x", SEED)}
+    tasks = plan_with_models(0, 2, ["h100", "mi300x"], [], baselines, [OPENAI, ANTHROPIC])
+    assert [(t.target, t.kind) for t in tasks] == [("h100", "baseline"), ("mi300x", "baseline")]
+    only_second = {"mi300x": ("k-seed-mi300x", SEED)}
+    tasks = plan_offline(0, 1, ["h100", "mi300x"], [], {}, only_second, random.Random(0))
+    assert [(t.target, t.kind) for t in tasks] == [("mi300x", "baseline")]
+    tasks = plan_with_models(0, 2, ["h100", "mi300x"], [], only_second, [OPENAI, ANTHROPIC])
+    assert [(t.target, t.kind, t.model) for t in tasks] == [("h100", "generate", OPENAI),
+                                                            ("mi300x", "baseline", "")]
 
 
 def test_models_generation_0_without_a_known_kernel_only_generates():
