@@ -66,6 +66,9 @@ class RunSummary(BaseModel):
     best: dict[str, BestKernel] = Field(default_factory=dict)
     usage: dict[str, Any] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    #: models were asked and none returned code (every call failed, or only prose came back):
+    #: a kernel in ``best`` is the knowledge base's, re-measured, not the models' work
+    no_model_code: bool = False
 
     @property
     def succeeded(self) -> bool:
@@ -135,6 +138,7 @@ def build_summary(runner: Runner, state: RunState) -> RunSummary:
             summary.notes.append(f"no verified kernel for {target} ({len(tried)} candidate(s) tried)")
     model_records = [r for r in records if r.origin == "model"]
     if model_records and all(r.status == "no_code" for r in model_records):
+        summary.no_model_code = True
         summary.notes.append(f"no model returned code in {len(model_records)} request(s): "
                              f"{model_records[0].reason}")
     return summary
@@ -212,4 +216,8 @@ def render_summary(summary: RunSummary, console: Console) -> None:
                       highlight=False, soft_wrap=True)
     for note in summary.notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    if summary.no_model_code:
+        console.print("no model produced code: " + (
+            "the kernel above is the knowledge base's, re-measured; check the models (`kgen doctor`)"
+            if summary.best else "check the models (`kgen doctor`)"), style="bold", highlight=False, soft_wrap=True)
     console.print(f"run directory: {summary.run_dir}", highlight=False, soft_wrap=True)

@@ -3,27 +3,63 @@
 ``$KGEN_HOME/runs/<id>/`` (or ``--out``) holds ``run.json`` (the request and
 options, never keys), ``spec.json``, ``checkpoints.sqlite`` (LangGraph's
 checkpointer), ``events.log``, ``usage.json``, one folder per candidate with
-its source, prompt, reply and evaluation JSON, ``best_<target>.py`` (the best
-kernel per target as a standalone importable module) and ``summary.json``.
+its source, prompt, reply and evaluation JSON, ``model_calls/`` (the calls that are
+no candidate's: ``spec/`` reads the request, ``reference_problem/`` writes a reference
+problem for an operation outside the catalog), ``best_<target>.py`` (the best
+kernel per target as a standalone importable module) and ``summary.json``. Each
+model call leaves ``prompt.md``, ``reply.md`` and ``usage.json`` in its folder
+(``prompt_2.md``, ... for the folder's later calls; see ``model_calls.py``).
 
 Files are written whole (aside, then renamed), so a run killed mid-write
-leaves the previous version, never half a file.
+leaves the previous version, never half a file. ``lock.json`` names the kgen process
+working on the run while it works (``RunDirectory.claimed``): a second kgen on the same run
+(a resume while the first still runs, or while a killed one's verifiers are still ending)
+is refused instead of verifying the same candidate twice.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import socket
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pydantic import BaseModel, ValidationError
+
 RUN_FILE = "run.json"
 CHECKPOINTS = "checkpoints.sqlite"
+LOCK_FILE = "lock.json"
+#: Files a run writes before it asks a model or makes a candidate: a run that failed holding
+#: only these has nothing to inspect, and its directory is removed.
+BOOKKEEPING = frozenset({RUN_FILE, "events.log", LOCK_FILE, CHECKPOINTS,
+                         f"{CHECKPOINTS}-wal", f"{CHECKPOINTS}-shm", f"{CHECKPOINTS}-journal"})
+#: How long a resume waits for a killed run's verifiers to end (their watchdog polls twice a second).
+VERIFIERS_END_WAIT_S = 5.0
+#: An unreadable lock older than this was torn by its writer's death, not being written now.
+TORN_LOCK_AGE_S = 2.0
 
 
 class RunNotFoundError(LookupError):
     """A run id or path that names no run directory."""
+
+
+class RunInUseError(RuntimeError):
+    """Another kgen process (or the verifiers of one that was killed) is working on the run."""
+
+
+class RunLock(BaseModel):
+    """Who works on a run: the process, told apart from a later one with the same pid."""
+
+    pid: int
+    started: int | None = None
+    host: str
+    since: str
 
 
 def new_run_id() -> str:
@@ -107,8 +143,65 @@ class RunDirectory:
         write_atomic(path, text)
         return path
 
+    def holds_results(self) -> bool:
+        """Anything beyond bookkeeping: a model's reply or problem file, a candidate."""
+        return any(p.name not in BOOKKEEPING for p in self.path.iterdir())
+
+    @contextmanager
+    def claimed(self, verifiers_wait_s: float = VERIFIERS_END_WAIT_S) -> Iterator[None]:
+        """Work on the run as its only kgen process; ``RunInUseError`` while another does.
+
+        A lock whose process is gone (killed, crashed) is taken over, once the verifiers that
+        process started have ended: after a SIGKILL of kgen they end by themselves within a
+        second, and one still running would verify a candidate beside the resumed run."""
+        from kgen.evals.process_lifecycle import is_running, start_ticks, verifiers_of
+
+        path = self.file(LOCK_FILE)
+        held = _read_lock(path)
+        if held is not None:
+            if held.host != socket.gethostname():
+                raise RunInUseError(
+                    f"run {self.run_id} is marked in use by kgen process {held.pid} on {held.host} (since "
+                    f"{held.since}); if that process is gone, delete {path} and resume again")
+            if is_running(held.pid, held.started):
+                raise RunInUseError(
+                    f"run {self.run_id} is in use by kgen process {held.pid} (since {held.since}): wait for "
+                    f"it to finish, or stop it (`kill {held.pid}`) and resume again")
+            deadline = time.monotonic() + verifiers_wait_s
+            while (left := verifiers_of(held.pid)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if left:
+                raise RunInUseError(
+                    f"run {self.run_id}: the verifier process(es) {', '.join(map(str, left))} of its killed kgen "
+                    f"(pid {held.pid}) still run; stop them (`kill {' '.join(map(str, left))}`) and resume again")
+            path.unlink(missing_ok=True)
+        elif path.exists() and time.time() - path.stat().st_mtime > TORN_LOCK_AGE_S:
+            path.unlink(missing_ok=True)  # unreadable and not being written: its writer died mid-write
+        mine = RunLock(pid=os.getpid(), started=start_ticks(os.getpid()), host=socket.gethostname(),
+                       since=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise RunInUseError(f"run {self.run_id} was just claimed by another kgen process") from None
+        with os.fdopen(fd, "w") as handle:
+            handle.write(mine.model_dump_json())
+        try:
+            yield
+        finally:
+            if _read_lock(path) == mine:
+                path.unlink(missing_ok=True)
+
     def log(self, line: str) -> None:
         """Append one timestamped line to events.log (appends of one line are atomic enough)."""
         stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
         with open(self.path / "events.log", "a") as handle:
             handle.write(f"{stamp} {line}\n")
+
+
+def _read_lock(path: Path) -> RunLock | None:
+    """The lock at ``path``; None when there is none or it cannot be read (a torn write: its
+    writer died while writing, so nobody holds it)."""
+    try:
+        return RunLock.model_validate(json.loads(path.read_text()))
+    except (OSError, ValueError, ValidationError):
+        return None

@@ -42,6 +42,18 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
 
 
 def _finish(runner: Runner, resume: bool) -> RunSummary:
+    """The run to its end, as the run's only kgen process; an interrupt (Ctrl-C, or SIGTERM /
+    SIGHUP, which end the verifiers first) says how to continue before it goes on up."""
+    with runner.run.claimed():
+        try:
+            return _execute(runner, resume)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            if not isinstance(exc, SystemExit) or exc.code not in (0, None):
+                runner.say(f"interrupted: `kgen resume {runner.run.run_id}` continues this run")
+            raise
+
+
+def _execute(runner: Runner, resume: bool) -> RunSummary:
     execute(runner, resume=resume)
     # the report node wrote it: reading it back keeps the modules and evaluations read once
     summary = RunSummary.model_validate_json(runner.run.file("summary.json").read_text())
@@ -62,11 +74,15 @@ def start_run(options: RunOptions, *, runs_dir: Path, out: Path | None = None,
                    "parameters for the target (configure models with `kgen config`)")
     try:
         return _finish(runner, resume=False)
-    except RunError:
-        if not any((run.path / "candidates").glob("*")):
+    except RunError as exc:
+        if not run.holds_results():
             # nothing was produced (bad request, unreachable store): leave no husk behind
             shutil.rmtree(run.path, ignore_errors=True)
-        raise
+            raise
+        if run.run_id in str(exc):
+            raise
+        # what the models wrote (a reference problem that failed its check, replies) is kept
+        raise RunError(f"{exc} (run {run.run_id} kept for inspection: {run.path})") from exc
 
 
 def resume_run(run_ref: str, *, runs_dir: Path, progress: Progress | None = None,

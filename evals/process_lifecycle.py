@@ -135,6 +135,53 @@ def install_signal_handlers() -> bool:
 
 
 # ----------------------------------------------------------------------------------------
+# Finding a kgen process's verifiers after it is gone (a run resumed after SIGKILL)
+# ----------------------------------------------------------------------------------------
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, Linux): a pid and its start time name one
+    process for good, where a bare pid may since belong to another. None where unknown."""
+    try:
+        text = open(f"/proc/{pid}/stat").read()
+        return int(text[text.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_running(pid: int, started: int | None = None) -> bool:
+    """The process ``pid`` exists (and, when ``started`` is known, is the one that started then)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: it exists
+    if started is not None:
+        now = start_ticks(pid)
+        return now is None or now == started
+    return True
+
+
+def verifiers_of(parent_pid: int) -> list[int]:
+    """Processes that a kgen process with pid ``parent_pid`` started as verifiers (their
+    environment names it, ``PARENT_PID_ENV``) and that still run: after a SIGKILL of kgen they
+    end within a watchdog interval; one still running would verify beside a resumed run."""
+    needle = f"{PARENT_PID_ENV}={parent_pid}".encode()
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = open(f"/proc/{entry}/environ", "rb").read()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+# ----------------------------------------------------------------------------------------
 # Child side: die with the parent
 # ----------------------------------------------------------------------------------------
 

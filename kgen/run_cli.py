@@ -1,8 +1,10 @@
 """The main job: `kgen "Triton RMSNorm backward for H100"`, `kgen resume RUN`, `kgen runs`.
 
 Exit codes: 0 a verified kernel for every target, 1 the run finished without
-one for some target, 2 bad usage (request, key, server, options); an
-interrupted run prints how to resume it.
+one for some target, 2 bad usage (request, key, server, options), 3 a verified
+kernel for every target but no model produced code (every call failed, or prose
+only: the kernel is the knowledge base's), 130 interrupted (it prints how to
+resume the run).
 """
 
 from __future__ import annotations
@@ -56,17 +58,22 @@ def _report(summary, json_output: bool) -> None:
         render_summary(summary, console)
     if not summary.best or len(summary.best) < len(summary.targets):
         raise typer.Exit(1)
+    if summary.no_model_code:
+        raise typer.Exit(3)  # a kernel, but not the models': none of them produced code
 
 
 def _run(start) -> None:
     from kgen.agent.graph import RunError
-    from kgen.agent.run_directory import RunNotFoundError
+    from kgen.agent.run_directory import RunInUseError, RunNotFoundError
 
     try:
         with LiveProgress() as progress:
             summary = start(progress)
-    except (RunError, RunNotFoundError, FileExistsError) as exc:
+    except (RunError, RunNotFoundError, RunInUseError, FileExistsError) as exc:
         fail_usage(str(exc))
+    except KeyboardInterrupt:
+        # the run said how to continue; the CLI framework would turn this into "Aborted!"
+        raise typer.Exit(130) from None
     return summary
 
 

@@ -146,6 +146,8 @@ def test_with_models_a_known_kernel_survives_any_budget(tmp_path, llm_server, ho
     best = summary.best["h100"]
     assert best.candidate == "g0-c00" and best.origin == "knowledge_base"
     assert summary.candidates == budget
+    # models asked and none wrote code: the kernel is the knowledge base's, and the summary says so
+    assert summary.no_model_code is (budget > 1)
     # the slots after generation 0 went to the model, asked to improve the known kernel
     assert len(llm_server.requests) == 1 + (budget - 1)
     if budget == 1:
@@ -177,3 +179,34 @@ def test_the_budget_plan_makes_room_for_each_known_kernel(tmp_path):
     assert runner.budget_plan({"baselines": {"h100": baseline, "h200": baseline}}) == [2]
     offline = Runner(run, options.model_copy(update={"models": []}))
     assert offline.budget_plan({"baselines": {"h100": baseline, "h200": baseline}}) == [2]
+
+
+# -- failures leave something to inspect ------------------------------------------------------
+
+BROKEN_PROBLEM = SQUARED_RELU.replace("return torch.relu(x).pow(2)", "return torch.relu(x).pow(2) + undefined_name")
+
+
+@pytest.mark.slow
+def test_a_reference_problem_that_fails_its_check_keeps_the_run_directory(tmp_path, llm_server, home):
+    """Issue 13 item 8: the run exited 2 and deleted its directory with both model-written
+    problem files; now the error names the kept directory, and the files are there."""
+    model = scripted_run.models(llm_server)[0]
+    problem = Reply.text(f"```python\n{BROKEN_PROBLEM}```\n", input_tokens=2000, output_tokens=500)
+    llm_server.script("openai", [_spec_reply(None, "squared relu forward"), problem, problem])
+    out = tmp_path / "run"
+    with pytest.raises(kgen.KgenUsageError, match=r"failed its self-check.*kept for inspection"):
+        kgen.generate("Triton squared relu forward", models=[model], budget=1, generations=1,
+                      device="cpu", out=out, kb=str(tmp_path / "kb"))
+    written = sorted(p.name for p in out.glob("problem_*.py"))
+    assert len(written) == 2 and all("undefined_name" in (out / n).read_text() for n in written)
+    assert (out / "model_calls" / "reference_problem" / "reply.md").is_file()
+    assert not (out / "lock.json").exists()
+
+
+def test_a_run_with_nothing_to_inspect_holds_no_results(tmp_path):
+    run = RunDirectory.create(tmp_path / "runs", tmp_path / "run")
+    for name in ("run.json", "events.log", "lock.json", "checkpoints.sqlite", "checkpoints.sqlite-wal"):
+        (run.path / name).write_text("")
+    assert not run.holds_results()
+    (run.path / "model_calls").mkdir()
+    assert run.holds_results()

@@ -159,3 +159,36 @@ def test_help_shows_the_main_command_and_run_help_explains_offline_mode(home):
     assert run.returncode == 0, run.stderr
     assert "offline" in run.stdout and "tunes its parameters" in run.stdout
     assert not home.exists()  # asking for help creates nothing
+
+
+@pytest.mark.parametrize(("no_model_code", "with_kernel", "code"), [
+    (False, True, 0), (True, True, 3), (True, False, 1), (False, False, 1),
+], ids=["models wrote code", "only the knowledge base's kernel", "no kernel, no code", "no kernel"])
+def test_the_exit_status_says_when_no_model_produced_code(no_model_code, with_kernel, code):
+    """Issue 13 item 8: a run whose every model call failed (HTTP 500) exited 0 with the
+    knowledge base's kernel and only a note."""
+    import typer
+    from rich.console import Console
+
+    import kgen.run_cli as run_cli
+    from kgen.agent.reporting import BestKernel, Evidence, RunSummary
+
+    evidence = Evidence(device="cpu", trials=3, seeds=[1], shapes=[{"n": 4}], distributions=["normal"],
+                        checks_passed=[])
+    best = {"h100": BestKernel(target="h100", candidate="g0-c00", module="best_h100.py", origin="knowledge_base",
+                               evidence=evidence)} if with_kernel else {}
+    summary = RunSummary(run_id="r", run_dir="/runs/r", request="softmax", problem="softmax", backend="triton",
+                         targets=["h100"], mode="models: openai:x", device="cpu", best=best,
+                         no_model_code=no_model_code)
+    printed = Console(record=True, width=200)
+    original, run_cli.console = run_cli.console, printed
+    try:
+        if code:
+            with pytest.raises(typer.Exit) as exit_:
+                run_cli._report(summary, json_output=False)
+            assert exit_.value.exit_code == code
+        else:
+            run_cli._report(summary, json_output=False)
+    finally:
+        run_cli.console = original
+    assert ("no model produced code" in printed.export_text()) is no_model_code
