@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from kgen.evals.result import (
     Verdict,
 )
 from kgen.evals.sandbox import SandboxLimits, SandboxOutcome, run_python_module
+from kgen.evals.scratch import new_workdir
 from kgen.evals.size_sets import verification_size_plan
 
 
@@ -145,7 +145,7 @@ def evaluate(
     early = options.prestart and worker_pool.starts_during_run(spec, timed=options.bench)
     if early:
         worker_pool.prestart(spec)  # the next evaluation's spare starts up while this one runs
-    workdir = spare.workdir if spare is not None else Path(tempfile.mkdtemp(prefix="kgen-eval-"))
+    workdir = spare.workdir if spare is not None else new_workdir()
     try:
         size_device = "cpu" if options.small_sizes else device
         plan = verification_size_plan(info, size_device)

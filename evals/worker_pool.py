@@ -27,7 +27,6 @@ import queue
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -37,6 +36,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgen.evals.sandbox import SandboxLimits, child_environment, kill_group, start_boxed
+from kgen.evals.scratch import new_workdir
 
 #: Kinds of spare kept at once (a kind is a :class:`WorkerSpec` key); a new kind ends the oldest.
 MAX_KINDS = 2
@@ -253,7 +253,7 @@ class _Pool:
 
     @staticmethod
     def _start(spec: WorkerSpec, key: tuple) -> Spare:
-        workdir = Path(tempfile.mkdtemp(prefix="kgen-eval-"))
+        workdir = new_workdir()
         try:
             proc, isolated = start_boxed(
                 spec.module, spec.wait_args(), spec.limits, workdir / "box", spec.extra_env, stdin=subprocess.PIPE
@@ -330,6 +330,7 @@ def wait_for_arguments(wait_args: Sequence[str], stdin=None) -> list[str] | None
         torch.cuda.init()  # the driver and torch's CUDA state; no context is made yet
         torch.cuda.synchronize(device)  # the device's primary context, which the run reuses
     import torch._dynamo  # noqa: F401 - the first op under kgen's torch-op recorder imports it (1-4 s)
+
     from kgen.evals.memory_plan import warm_meta
 
     warm_meta()  # the memory plan's first meta forward (seconds in a fresh process)
