@@ -35,10 +35,6 @@ from pydantic import BaseModel, ValidationError
 RUN_FILE = "run.json"
 CHECKPOINTS = "checkpoints.sqlite"
 LOCK_FILE = "lock.json"
-#: Files a run writes before it asks a model or makes a candidate: a run that failed holding
-#: only these has nothing to inspect, and its directory is removed.
-BOOKKEEPING = frozenset({RUN_FILE, "events.log", LOCK_FILE, CHECKPOINTS,
-                         f"{CHECKPOINTS}-wal", f"{CHECKPOINTS}-shm", f"{CHECKPOINTS}-journal"})
 #: How long a resume waits for a killed run's verifiers to end (their watchdog polls twice a second).
 VERIFIERS_END_WAIT_S = 5.0
 #: An unreadable lock older than this was torn by its writer's death, not being written now.
@@ -144,8 +140,11 @@ class RunDirectory:
         return path
 
     def holds_results(self) -> bool:
-        """Anything beyond bookkeeping: a model's reply or problem file, a candidate."""
-        return any(p.name not in BOOKKEEPING for p in self.path.iterdir())
+        """Something to inspect: what a model wrote (``model_calls/``, a reference problem file)
+        or a candidate. A run that failed holding only kgen's own bookkeeping (``run.json``,
+        ``spec.json``, the log, checkpoints) is removed."""
+        return (any((self.path / "candidates").glob("*")) or (self.path / "model_calls").is_dir()
+                or any(self.path.glob("problem_*.py")))
 
     @contextmanager
     def claimed(self, verifiers_wait_s: float = VERIFIERS_END_WAIT_S) -> Iterator[None]:

@@ -205,7 +205,7 @@ def test_a_reference_problem_that_fails_its_check_keeps_the_run_directory(tmp_pa
 
 def test_a_run_with_nothing_to_inspect_holds_no_results(tmp_path):
     run = RunDirectory.create(tmp_path / "runs", tmp_path / "run")
-    for name in ("run.json", "events.log", "lock.json", "checkpoints.sqlite", "checkpoints.sqlite-wal"):
+    for name in ("run.json", "spec.json", "events.log", "lock.json", "checkpoints.sqlite", "usage.json"):
         (run.path / name).write_text("")
     assert not run.holds_results()
     (run.path / "model_calls").mkdir()
