@@ -146,13 +146,24 @@ class Runner:
         """--time counts this process's wall time: a resumed run gets the whole limit again."""
         return self.options.time_s is not None and time.monotonic() - self.started > self.options.time_s
 
+    def abandon_model_calls(self) -> int:
+        """Let go of this run's model calls still waiting (the run is stopping): their threads
+        end now instead of at their deadlines."""
+        from kgen.agent.model_calls import IN_FLIGHT
+
+        with self._clients_lock:
+            clients = list(self._clients.values())
+        return IN_FLIGHT.abandon(clients) if clients else 0
+
     def problem_ref(self, state: RunState) -> str:
         return state["spec"]["problem"]
 
     def _client(self, label: str):
         from kgen.agent.models import parse_model
-        from kgen.agent.providers import ProviderError, make_client
+        from kgen.agent.providers import RUN_END_GRACE_S, ProviderError, make_client
 
+        # every call ends by its own deadline, and none outlives the run's --time by more than a grace
+        not_after = None if self.options.time_s is None else self.started + self.options.time_s + RUN_END_GRACE_S
         with self._clients_lock:
             if label not in self._clients:
                 spec = parse_model(label)
@@ -160,6 +171,7 @@ class Runner:
                     self._clients[label] = make_client(
                         spec, api_key=self.api_keys.get(spec.provider),
                         timeout_s=self.options.llm_timeout_s, max_retries=self.options.llm_retries,
+                        not_after=not_after,
                     )
                 except ProviderError as exc:
                     raise RunError(exc.message) from exc
@@ -688,6 +700,9 @@ def execute(runner: Runner, *, resume: bool = False) -> RunState:
         else:
             graph.invoke({"candidates": {}, "usage": {}}, config)
         return graph.get_state(config).values
+    except BaseException:
+        runner.abandon_model_calls()  # interrupted: parallel branches stop waiting on models now
+        raise
     finally:
         connection.close()
 

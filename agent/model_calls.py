@@ -7,13 +7,19 @@ reference problem for an operation outside the catalog was neither counted nor s
 the spec reading, the reference problem and every candidate ask through
 :class:`RecordedClient`, which counts each completion in a :class:`UsageLedger` and writes
 its prompt, reply and usage into the run directory before handing the reply back.
+
+Every call being waited on is also on one board (:data:`IN_FLIGHT`, a :class:`ModelCall`
+each: which model, for what, since when, until when), which the live status line reads so a
+person sees which model a run is waiting on and for how long, and through which a call that
+ran out of time is abandoned (``kgen.agent.providers`` enforces the deadline).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
@@ -22,6 +28,110 @@ from kgen.agent.usage import UsageLedger
 if TYPE_CHECKING:
     from kgen.agent.providers import Completion, LLMClient
     from kgen.agent.run_directory import RunDirectory
+
+
+class ModelCall:
+    """One model call being waited on: shown while it waits, abandoned at its deadline.
+
+    ``started`` and ``deadline`` are ``time.monotonic()`` values; ``bound`` says what set the
+    deadline: the call's own (``llm_timeout_s``) or the run's time limit, which came first.
+    ``attempts`` counts the requests sent (the first and each retry).
+    """
+
+    def __init__(self, label: str, purpose: str, *, started: float, deadline: float,
+                 bound: Literal["llm_timeout", "run_time"], owner: object = None) -> None:
+        self.label = label
+        #: the client making the call (``abandon`` picks a client's calls by it)
+        self.owner = owner
+        self.purpose = purpose
+        self.started = started
+        self.deadline = deadline
+        self.bound: Literal["llm_timeout", "run_time"] = bound
+        self._attempts = 0
+        self._lock = threading.Lock()
+        self._abort_hooks: list[Callable[[], object]] = []
+        self._aborted = False
+
+    @property
+    def attempts(self) -> int:
+        with self._lock:
+            return self._attempts
+
+    def attempt_sent(self, *_: object) -> None:
+        """A request went out (an HTTP client's request hook)."""
+        with self._lock:
+            self._attempts += 1
+
+    def on_abort(self, hook: Callable[[], object]) -> None:
+        """Run ``hook`` (close the call's connections) when the call is abandoned; at once if
+        it already was."""
+        with self._lock:
+            if not self._aborted:
+                self._abort_hooks.append(hook)
+                return
+        _quietly(hook)
+
+    def abort(self) -> None:
+        """Abandon the call: whatever it still holds is closed; its result, if any, is dropped."""
+        with self._lock:
+            self._aborted = True
+            hooks, self._abort_hooks = self._abort_hooks, []
+        for hook in hooks:
+            _quietly(hook)
+
+    @property
+    def aborted(self) -> bool:
+        with self._lock:
+            return self._aborted
+
+    def __repr__(self) -> str:
+        return f"ModelCall({self.label!r}, {self.purpose!r}, attempts={self.attempts})"
+
+
+def _quietly(hook: Callable[[], object]) -> None:
+    try:
+        hook()
+    except Exception:  # noqa: BLE001 - closing an abandoned call must never raise
+        pass
+
+
+class CallsInFlight:
+    """The model calls this process is waiting on now."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[int, ModelCall] = {}
+
+    @contextmanager
+    def track(self, call: ModelCall) -> Iterator[ModelCall]:
+        with self._lock:
+            self._calls[id(call)] = call
+        try:
+            yield call
+        finally:
+            with self._lock:
+                self._calls.pop(id(call), None)
+
+    def snapshot(self) -> list[ModelCall]:
+        """The calls waiting now, oldest first."""
+        with self._lock:
+            return sorted(self._calls.values(), key=lambda call: call.started)
+
+    def abandon(self, owners: Collection[object] | None = None) -> int:
+        """Abort the calls of ``owners`` (clients), or every call: a run that is stopping lets
+        go of them at once instead of waiting out their deadlines. The number aborted."""
+        calls = [call for call in self.snapshot() if owners is None or call.owner in owners]
+        for call in calls:
+            call.abort()
+        return len(calls)
+
+
+#: every model call of this process while it is waited on (``LLMClient.complete`` puts it here)
+IN_FLIGHT = CallsInFlight()
+
+
+def calls_in_flight() -> list[ModelCall]:
+    return IN_FLIGHT.snapshot()
 
 
 def call_files(n: int) -> tuple[str, str, str]:
@@ -68,11 +178,18 @@ class RecordedClient:
         if saved is not None:
             return saved
         self._run.write(prompt_name, prompt_text(system, user))
-        completion = self._connect().complete(system, user, max_tokens=max_tokens, temperature=temperature)
+        completion = self._connect().complete(system, user, max_tokens=max_tokens, temperature=temperature,
+                                              purpose=self.purpose)
         self.ledger.add(completion)
         self._run.write(usage_name, completion.model_dump_json(indent=1))  # before the reply: see _saved
         self._run.write(reply_name, completion.text)
         return completion
+
+    @property
+    def purpose(self) -> str:
+        """What the calls are for, as the live status shows it: the candidate (``g0-c01``) or
+        the step (``spec``, ``reference_problem``)."""
+        return self._folder.rsplit("/", 1)[-1]
 
     def _saved(self, reply_name: str, usage_name: str) -> Completion | None:
         """The completion saved for this call, counted; None when the call was never answered.

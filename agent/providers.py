@@ -2,10 +2,19 @@
 
 The agent only ever asks "system + user prompt in, text out", so ``LLMClient.complete`` is
 that and nothing more; everything provider-specific (parameter names, usage fields, error
-classes) stays in here. Retries with exponential backoff on 429 / 5xx / timeouts / connection
-errors are the SDKs' own (``max_retries``, ``timeout_s``); what surfaces after them is one
-``ProviderError`` whose ``kind`` tells the agent whether to wait, skip the model or stop, and
-whose message tells the person what to do.
+classes) stays in here. Retries with exponential backoff on 429 / 5xx / connection errors are
+the SDKs' own (``max_retries``); what surfaces after them is one ``ProviderError`` whose
+``kind`` tells the agent whether to wait, skip the model or stop, and whose message tells the
+person what to do.
+
+Deadlines: every call has one, for the whole call — every attempt, the waits between them and
+a reply's bytes however slowly they come: ``timeout_s`` (the ``llm_timeout_s`` option) from its
+start, or the client's ``not_after`` (a run's time limit) if that comes first. The SDKs' own
+timeout is per read, so a server that sends a byte a second never trips it; so the SDK call
+runs in a worker thread with its own connections, and at the deadline the caller stops
+waiting, closes those connections (the worker then ends at its next read) and raises a
+``timeout`` error that names the option to raise. While it waits, the call is on the board of
+calls in flight (``kgen.agent.model_calls.IN_FLIGHT``) that the live status line shows.
 
 Keys: ``choose_api_key`` alone decides which key a model's requests carry, whatever the key's
 source (kgen's settings: the config file, ``KGEN_OPENAI_API_KEY``, an explicit argument; the
@@ -23,15 +32,17 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from kgen.agent.model_calls import IN_FLIGHT, ModelCall
 from kgen.agent.models import ModelSpec
 from kgen.agent.usage import cost_usd
 
@@ -46,6 +57,13 @@ OFFICIAL_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 # Sent to OpenAI-compatible servers that take no key; the SDK refuses to run without one.
 PLACEHOLDER_KEY = "kgen-local-no-key"
+
+#: a call started as the run's time limit runs out still gets this long, and no call outlives
+#: the run's time limit by more (``Runner`` sets ``not_after`` to the limit plus this)
+RUN_END_GRACE_S = 5.0
+#: the SDK's per-read timeout outlasts the deadline by this much, so the deadline (with its
+#: message) is what the caller sees, and a silent server's attempt still ends on its own
+_READ_TIMEOUT_MARGIN_S = 1.0
 
 _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _KEY_LIKE = re.compile(r"\b(sk-(?:ant-|proj-)?)[A-Za-z0-9_\-]{6,}")
@@ -110,12 +128,19 @@ class RawReply:
 
 
 class LLMClient(ABC):
-    """Ask one model for a completion. Subclass ``_send`` to add a provider (or a test double)."""
+    """Ask one model for a completion. Subclass ``_send`` to add a provider (or a test double).
 
-    def __init__(self, spec: ModelSpec, *, timeout_s: float, max_retries: int):
+    ``timeout_s`` is the deadline of one call, everything included; ``max_retries`` how often
+    a failed attempt is tried again within it; ``not_after`` a ``time.monotonic()`` past which
+    no call runs (a run's time limit plus a grace), None for none.
+    """
+
+    def __init__(self, spec: ModelSpec, *, timeout_s: float, max_retries: int,
+                 not_after: float | None = None):
         self.spec = spec
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self.not_after = not_after
 
     @property
     def label(self) -> str:
@@ -127,19 +152,28 @@ class LLMClient(ABC):
         return self.spec.base_url or OFFICIAL_BASE_URLS[self.spec.provider]
 
     def complete(
-        self, system: str, user: str, *, max_tokens: int, temperature: float
+        self, system: str, user: str, *, max_tokens: int, temperature: float, purpose: str = ""
     ) -> Completion:
-        started = time.perf_counter()
-        try:
-            raw = self._send(system, user, max_tokens=max_tokens, temperature=temperature)
-        except ProviderError:
-            raise
-        except Exception as err:
-            translated = self._translate(err)
-            if translated is None:
+        """The model's reply, or a ProviderError by the call's deadline at the latest.
+
+        ``purpose`` (a candidate id, "spec") is what the live status shows the call is for.
+        """
+        started = time.monotonic()
+        call = self._new_call(purpose, started)
+        if call.deadline <= started:
+            raise self._deadline_error(call)
+        with IN_FLIGHT.track(call):
+            try:
+                raw = self._within_deadline(call, lambda: self._send(
+                    system, user, max_tokens=max_tokens, temperature=temperature, call=call))
+            except ProviderError:
                 raise
-            raise translated from None
-        seconds = time.perf_counter() - started
+            except Exception as err:
+                translated = self._translate(err, call)
+                if translated is None:
+                    raise
+                raise translated from None
+        seconds = time.monotonic() - started
         completion = Completion(
             text=raw.text,
             model=self.label,
@@ -155,11 +189,78 @@ class LLMClient(ABC):
         )
         return completion
 
-    @abstractmethod
-    def _send(self, system: str, user: str, *, max_tokens: int, temperature: float) -> RawReply:
-        """One call through the SDK (its retries included)."""
+    def _new_call(self, purpose: str, started: float) -> ModelCall:
+        own = started + self.timeout_s
+        if self.not_after is not None and self.not_after < own:
+            return ModelCall(self.label, purpose, started=started, deadline=self.not_after,
+                             bound="run_time", owner=self)
+        return ModelCall(self.label, purpose, started=started, deadline=own, bound="llm_timeout",
+                         owner=self)
 
-    def _translate(self, err: Exception) -> ProviderError | None:
+    def _within_deadline(self, call: ModelCall, send: Callable[[], RawReply]) -> RawReply:
+        """``send()`` in a worker thread, waited on until the call's deadline and no longer.
+
+        At the deadline (or on Ctrl-C) the call is aborted: its connections are closed, so the
+        worker ends at its next read, and whatever it returns later is dropped. The worker is
+        a daemon thread: an abandoned call never holds the process open. A call aborted from
+        elsewhere (``CallsInFlight.abandon``: the run is stopping) stops the wait at once.
+        """
+        outcome: dict[str, Any] = {}
+        finished = threading.Event()
+        call.on_abort(finished.set)
+
+        def work() -> None:
+            try:
+                outcome["reply"] = send()
+            except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+                outcome["error"] = err
+            finally:
+                finished.set()
+
+        worker = threading.Thread(target=work, name=f"kgen model call: {self.label}", daemon=True)
+        try:
+            worker.start()
+            answered = finished.wait(max(0.0, call.deadline - time.monotonic()))
+        except BaseException:
+            call.abort()
+            raise
+        if not answered:
+            call.abort()
+            raise self._deadline_error(call)
+        if call.aborted:
+            raise ProviderError(f"{self.label}: the call was abandoned (kgen is stopping)",
+                                kind="other", model=self.label)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["reply"]
+
+    def _deadline_error(self, call: ModelCall) -> ProviderError:
+        waited = max(0.0, time.monotonic() - call.started)
+        if call.bound == "run_time":
+            if call.attempts == 0 and waited < 0.5:
+                message = f"the run's time limit (--time) had run out before {self.label} was asked"
+            else:
+                message = (f"{self.label} had not answered after {waited:.0f} s "
+                           f"({_attempts(call.attempts)}) when the run's time limit ran out: "
+                           f"raise --time to give the models longer")
+        else:
+            message = (f"{self.label} did not answer within {self.timeout_s:g} s "
+                       f"({_attempts(call.attempts)}): raise --llm-timeout (llm_timeout_s), "
+                       f"or check the server{self._at}")
+        return ProviderError(message, kind="timeout", model=self.label)
+
+    @property
+    def _at(self) -> str:
+        """Where an official endpoint is, for messages (a custom URL is in the label already)."""
+        return "" if self.spec.base_url else f" at {self.endpoint}"
+
+    @abstractmethod
+    def _send(self, system: str, user: str, *, max_tokens: int, temperature: float,
+              call: ModelCall) -> RawReply:
+        """One call through the SDK (its retries included). Runs in a worker thread: close
+        what it opens through ``call.on_abort`` so an abandoned call lets go of it."""
+
+    def _translate(self, err: Exception, call: ModelCall) -> ProviderError | None:
         """Map an SDK exception to a ProviderError; None for errors that are not the provider's."""
         return None
 
@@ -172,7 +273,7 @@ class LLMClient(ABC):
         )
 
     def close(self) -> None:  # noqa: B027 - optional hook; a test double has nothing to close
-        """Release the connection pool."""
+        """Release what the client holds between calls (each call closes its own connections)."""
 
     def __enter__(self) -> LLMClient:
         return self
@@ -187,33 +288,54 @@ class LLMClient(ABC):
         )
 
 
-class _SDKClient(LLMClient):
-    """Shared by both providers: the SDKs raise parallel exception hierarchies."""
+def _attempts(n: int) -> str:
+    return f"{n} attempt{'s' if n != 1 else ''}"
 
-    def __init__(self, spec: ModelSpec, sdk_client: Any, sdk_module: Any, *, redact: Any,
-                 key_hint: str, timeout_s: float, max_retries: int):
-        super().__init__(spec, timeout_s=timeout_s, max_retries=max_retries)
-        self._sdk = sdk_client
+
+class _SDKClient(LLMClient):
+    """Shared by both providers: the SDKs raise parallel exception hierarchies.
+
+    ``connect(on_request)`` makes an SDK client with its own HTTP connections that calls
+    ``on_request`` for every request it sends; each call gets a fresh one, so closing an
+    abandoned call's connections never touches another call of the same model.
+    """
+
+    def __init__(self, spec: ModelSpec, connect: Callable[[Callable[..., object]], Any],
+                 sdk_module: Any, *, redact: Any, key_hint: str, timeout_s: float,
+                 max_retries: int, not_after: float | None = None):
+        super().__init__(spec, timeout_s=timeout_s, max_retries=max_retries, not_after=not_after)
+        self._connect = connect
         self._sdk_module = sdk_module
         self._redact = redact
         self._key_hint = key_hint
 
-    def close(self) -> None:
-        self._sdk.close()
+    def _send(self, system: str, user: str, *, max_tokens: int, temperature: float,
+              call: ModelCall) -> RawReply:
+        sdk = self._connect(call.attempt_sent)
+        call.on_abort(sdk.close)
+        try:
+            # the SDK's timeout is per read: it cannot end a trickle, the deadline does
+            read_timeout = max(0.0, call.deadline - time.monotonic()) + _READ_TIMEOUT_MARGIN_S
+            return self._ask(sdk, system, user, max_tokens=max_tokens, temperature=temperature,
+                             timeout=read_timeout)
+        finally:
+            sdk.close()
 
-    def _translate(self, err: Exception) -> ProviderError | None:
+    @abstractmethod
+    def _ask(self, sdk: Any, system: str, user: str, *, max_tokens: int, temperature: float,
+             timeout: float) -> RawReply:
+        """One request through ``sdk`` (its retries included)."""
+
+    def _translate(self, err: Exception, call: ModelCall) -> ProviderError | None:
         sdk = self._sdk_module
-        label, where = self.label, self.endpoint
-        at = "" if self.spec.base_url else f" at {where}"  # a custom URL is in the label already
-        attempts = self.max_retries + 1
-        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        label, at = self.label, self._at
+        tries = _attempts(max(call.attempts, 1))
 
         def error(kind: ProviderErrorKind, message: str) -> ProviderError:
             return ProviderError(self._redact(message), kind=kind, model=label)
 
         if isinstance(err, sdk.APITimeoutError):
-            return error("timeout", f"{label} did not answer within {self.timeout_s:g}s "
-                                    f"({tries}): raise the timeout, or check the server{at}")
+            return self._deadline_error(call)
         if isinstance(err, sdk.APIConnectionError):
             return error("unreachable", f"cannot reach {label}{at} ({tries}): is the server "
                                         f"running, the base URL right and the network up?")
@@ -235,7 +357,8 @@ class _SDKClient(LLMClient):
                                       f"check the model name and base URL")
             if status >= 500:
                 return error("other", f"{label}: server error HTTP {status} ({tries}){said}; "
-                                      f"the provider is failing, try again later")
+                                      f"the provider is failing, try again later (--llm-retries "
+                                      f"sets how often a failed call is retried)")
             return error("other", f"{label}: request rejected (HTTP {status}{said})")
         if isinstance(err, sdk.APIError):
             return error("other", f"{label}: {type(err).__name__}: {str(err)[:200]}")
@@ -243,7 +366,8 @@ class _SDKClient(LLMClient):
 
 
 class _OpenAIChat(_SDKClient):
-    def _send(self, system: str, user: str, *, max_tokens: int, temperature: float) -> RawReply:
+    def _ask(self, sdk: Any, system: str, user: str, *, max_tokens: int, temperature: float,
+             timeout: float) -> RawReply:
         messages = [{"role": "user", "content": user}]
         if system:
             messages.insert(0, {"role": "system", "content": system})
@@ -256,7 +380,7 @@ class _OpenAIChat(_SDKClient):
             kwargs["max_tokens"] = max_tokens
         if _accepts_temperature(self.spec):
             kwargs["temperature"] = temperature
-        response = self._sdk.chat.completions.create(**kwargs)
+        response = sdk.chat.completions.create(**kwargs, timeout=timeout)
         choices = getattr(response, "choices", None)
         if not choices or getattr(choices[0], "message", None) is None:
             raise self._bad_reply("no choices in the reply")
@@ -275,7 +399,8 @@ class _OpenAIChat(_SDKClient):
 
 
 class _AnthropicMessages(_SDKClient):
-    def _send(self, system: str, user: str, *, max_tokens: int, temperature: float) -> RawReply:
+    def _ask(self, sdk: Any, system: str, user: str, *, max_tokens: int, temperature: float,
+             timeout: float) -> RawReply:
         # ``temperature`` is not sent: the Messages API of the SDK kgen targets has no sampling
         # temperature (the SDK rejects the argument), so diversity across candidates comes
         # from the prompts and the ensemble, not from sampling noise.
@@ -286,7 +411,7 @@ class _AnthropicMessages(_SDKClient):
         }
         if system:
             kwargs["system"] = system
-        response = self._sdk.messages.create(**kwargs)
+        response = sdk.messages.create(**kwargs, timeout=timeout)
         content = getattr(response, "content", None)
         if content is None:
             raise self._bad_reply("no content in the reply")
@@ -389,8 +514,9 @@ def make_client(
     spec: ModelSpec,
     *,
     api_key: str | None = None,
-    timeout_s: float = 120.0,
-    max_retries: int = 3,
+    timeout_s: float | None = None,
+    max_retries: int | None = None,
+    not_after: float | None = None,
 ) -> LLMClient:
     """Build the client for ``spec``; a missing key fails here, before any network call.
 
@@ -398,8 +524,13 @@ def make_client(
     it (or any key) goes to ``spec``'s endpoint. The official endpoints are passed to the SDKs
     explicitly, so ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` in the environment cannot send
     a key somewhere the spec does not name; another endpoint is chosen in the spec
-    (``@BASE_URL``).
+    (``@BASE_URL``). ``timeout_s`` and ``max_retries`` default to the ``llm_timeout_s`` and
+    ``llm_retries`` settings' defaults; ``not_after`` see ``LLMClient``.
     """
+    from kgen.settings import default_of
+
+    timeout_s = default_of("llm_timeout_s") if timeout_s is None else timeout_s
+    max_retries = default_of("llm_retries") if max_retries is None else max_retries
     choice = choose_api_key(spec, api_key)
     if choice.key is None:
         raise ProviderError(choice.missing_message(spec.label), kind="missing_key",
@@ -408,43 +539,55 @@ def make_client(
     key_hint = choice.hint
     redact = _redactor(key)
     base_url = spec.base_url or OFFICIAL_BASE_URLS[spec.provider]
-    common = {"timeout_s": timeout_s, "max_retries": max_retries, "redact": redact,
-              "key_hint": key_hint}
+    common = {"timeout_s": timeout_s, "max_retries": max_retries, "not_after": not_after,
+              "redact": redact, "key_hint": key_hint}
     if spec.provider == "openai":
         import openai
 
-        sdk_client = openai.OpenAI(
+        def connect_openai(on_request: Callable[..., object]) -> Any:
+            return openai.OpenAI(
+                api_key=key,
+                base_url=base_url,
+                timeout=timeout_s,
+                max_retries=max_retries,
+                http_client=_call_http_client(openai, base_url, on_request),
+            )
+
+        return _OpenAIChat(spec, connect_openai, openai, **common)
+    import anthropic
+
+    def connect_anthropic(on_request: Callable[..., object]) -> Any:
+        return anthropic.Anthropic(
             api_key=key,
             base_url=base_url,
             timeout=timeout_s,
             max_retries=max_retries,
-            http_client=_http_client(openai, base_url),
+            http_client=_call_http_client(anthropic, base_url, on_request),
         )
-        return _OpenAIChat(spec, sdk_client, openai, **common)
-    import anthropic
 
-    sdk_client = anthropic.Anthropic(
-        api_key=key,
-        base_url=base_url,
-        timeout=timeout_s,
-        max_retries=max_retries,
-        http_client=_http_client(anthropic, base_url),
-    )
-    return _AnthropicMessages(spec, sdk_client, anthropic, **common)
+    return _AnthropicMessages(spec, connect_anthropic, anthropic, **common)
+
+
+def _call_http_client(sdk: Any, base_url: str, on_request: Callable[..., object]) -> Any:
+    """The HTTP client of one call (its own connections), telling ``on_request`` of each
+    request it sends (the first and every retry)."""
+    http_client = _http_client(sdk, base_url)
+    http_client.event_hooks["request"].append(on_request)
+    return http_client
 
 
 def _http_client(sdk: Any, base_url: str) -> Any:
-    """For a loopback server, an HTTP client that ignores proxy variables.
+    """An HTTP client for ``base_url``: the SDK's default one.
 
-    A proxy set for the internet would otherwise also carry requests to 127.0.0.1 and fail
-    on a machine with no network. ``trust_env=False`` alone is not enough (some SDK versions
-    mount the environment's proxies themselves), so the client gets an explicit direct
-    transport. Remote endpoints keep the SDK's default client, so a corporate proxy still
-    works for them.
+    For a loopback server it ignores proxy variables: a proxy set for the internet would
+    otherwise also carry requests to 127.0.0.1 and fail on a machine with no network.
+    ``trust_env=False`` alone is not enough (some SDK versions mount the environment's proxies
+    themselves), so the client gets an explicit direct transport. Remote endpoints keep the
+    SDK's default transport, so a corporate proxy still works for them.
     """
     host = urlsplit(base_url).hostname or ""
     if not (host in _LOOPBACK_HOSTS or host.startswith("127.")):
-        return None
+        return sdk.DefaultHttpxClient()
     http = _http_library(sdk)
     return sdk.DefaultHttpxClient(trust_env=False, transport=http.HTTPTransport())
 

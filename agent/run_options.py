@@ -10,12 +10,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgen.settings import default_of
+
 #: without a GPU, tuned variants cannot be ranked (no timings), so offline runs on a CPU
 #: verify the known kernel and this many variants, once, instead of spending the budget
 CPU_OFFLINE_VARIANTS = 2
 
 
 class RunOptions(BaseModel):
+    """A run's options. An option a person sets has its default declared once, on
+    ``kgen.settings.Settings`` (``default_of``); the ones here are the run's own."""
+
     model_config = ConfigDict(extra="forbid")
 
     request: str
@@ -25,22 +30,22 @@ class RunOptions(BaseModel):
     backend: str | None = None
     #: empty: the local GPU's target, else h100
     targets: list[str] = Field(default_factory=list)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    budget: int = Field(default=12, ge=1)
-    generations: int = Field(default=3, ge=1)
-    time_s: float | None = Field(default=None, gt=0)
-    max_cost_usd: float | None = Field(default=None, ge=0)
+    device: Literal["auto", "cpu", "cuda"] = default_of("device")
+    budget: int = Field(default=default_of("budget"), ge=1)
+    generations: int = Field(default=default_of("generations"), ge=1)
+    time_s: float | None = Field(default=default_of("time_s"), gt=0)
+    max_cost_usd: float | None = Field(default=default_of("max_cost_usd"), ge=0)
     kb: str | None = None
     kb_embedding: str | None = None
-    eval_timeout_s: float = Field(default=300.0, gt=0)
-    train_check: bool = False
+    eval_timeout_s: float = Field(default=default_of("eval_timeout_s"), gt=0)
+    train_check: bool = default_of("train_check")
     #: seeds the search's random choices (mutation moves); verification always draws fresh seeds
     seed: int = 0
     #: write the winners to the knowledge base
     persist: bool = True
-    #: per model call: the SDK's timeout and its retries (with backoff) on 429/5xx/timeouts
-    llm_timeout_s: float = Field(default=180.0, gt=0)
-    llm_retries: int = Field(default=3, ge=0)
+    #: one model call's deadline (every attempt included) and its retries of failed attempts
+    llm_timeout_s: float = Field(default=default_of("llm_timeout_s"), gt=0)
+    llm_retries: int = Field(default=default_of("llm_retries"), ge=0)
 
     @property
     def offline(self) -> bool:

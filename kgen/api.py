@@ -28,12 +28,14 @@ def run_options(request: str, overrides: dict[str, Any], *, problem: str | Path 
     from pydantic import ValidationError
 
     from kgen.agent.run_options import RunOptions
-    from kgen.settings import SettingsError, load_settings
+    from kgen.settings import SETTING_NAMES, SettingsError, load_settings
     from kgen.validation_errors import validation_message
 
     unknown = sorted(set(extra) - set(RunOptions.model_fields))
     if unknown:
         raise KgenUsageError(f"unknown option(s) {', '.join(unknown)}")
+    # an option a person can also set in the config file or KGEN_* goes through the settings
+    overrides = {**overrides, **{name: extra.pop(name) for name in list(extra) if name in SETTING_NAMES}}
 
     try:
         settings = load_settings(overrides)
@@ -51,7 +53,8 @@ def run_options(request: str, overrides: dict[str, Any], *, problem: str | Path 
             targets=settings.targets, device=settings.device, budget=settings.budget,
             generations=settings.generations, time_s=settings.time_s,
             max_cost_usd=settings.max_cost_usd, kb=settings.kb_location, kb_embedding=settings.kb_embedding,
-            eval_timeout_s=settings.eval_timeout_s, train_check=settings.train_check, seed=seed,
+            eval_timeout_s=settings.eval_timeout_s, train_check=settings.train_check,
+            llm_timeout_s=settings.llm_timeout_s, llm_retries=settings.llm_retries, seed=seed,
             persist=persist, **extra,
         )
     except ValidationError as exc:
@@ -87,6 +90,8 @@ def generate(
     kb: str | None = None,
     out: str | Path | None = None,
     device: str | None = None,
+    llm_timeout_s: float | None = None,
+    llm_retries: int | None = None,
     seed: int = 0,
     persist: bool = True,
     progress: Callable[[str], None] | None = None,
@@ -94,9 +99,11 @@ def generate(
 ) -> RunSummary:
     """Generate, verify, measure and remember a kernel; the run's summary.
 
-    ``models=[]`` forces offline mode; ``None`` means "as configured". The summary's
-    ``best`` maps each target to its best verified kernel (module path, timings,
-    evidence); ``run_dir`` holds every candidate, prompt, reply and evaluation.
+    ``models=[]`` forces offline mode; ``None`` means "as configured". ``time_s`` bounds the
+    run, model calls included; ``llm_timeout_s`` bounds one model call (every attempt and a
+    reply however slowly it comes), ``llm_retries`` how often a failed call is tried again
+    within it. The summary's ``best`` maps each target to its best verified kernel (module
+    path, timings, evidence); ``run_dir`` holds every candidate, prompt, reply and evaluation.
     """
     from kgen.agent.graph import RunError
     from kgen.agent.runs import start_run
@@ -105,7 +112,7 @@ def generate(
         request,
         {"models": models, "targets": targets, "backend": backend, "budget": budget,
          "generations": generations, "time_s": time_s, "max_cost_usd": max_cost_usd, "kb": kb,
-         "device": device},
+         "device": device, "llm_timeout_s": llm_timeout_s, "llm_retries": llm_retries},
         problem=problem, seed=seed, persist=persist, **run_extra,
     )
     try:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from kgen.evals.result import EvalResult, StageStatus
+
+if TYPE_CHECKING:
+    from kgen.agent.model_calls import ModelCall
 
 _STATUS_STYLE = {
     StageStatus.PASSED: "[green]passed[/]",
@@ -77,3 +86,80 @@ def _table(title: str, *columns: str, no_wrap: bool = False) -> Table:
 
 def _opt(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+class RunStatusLine:
+    """The live line under a run's event lines: the run's clock, its latest step, and the model
+    calls it is waiting on (which model, for which candidates, how long of how long).
+
+    A Rich renderable computed afresh at every refresh (``__rich__``), so under a spinner that
+    refreshes by itself the clock moves and the waits grow while no event comes; the event
+    lines alone once froze for the 25 s the models took. ``clock`` and ``calls`` are
+    injectable: by default ``time.monotonic`` and the process's calls in flight
+    (``kgen.agent.model_calls.calls_in_flight``).
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
+                 calls: Callable[[], Sequence[ModelCall]] | None = None,
+                 started: float | None = None) -> None:
+        if calls is None:
+            from kgen.agent.model_calls import calls_in_flight
+
+            calls = calls_in_flight
+        self._clock = clock
+        self._calls = calls
+        self.started = clock() if started is None else started
+        self.latest = "starting …"
+
+    def event(self, line: str) -> None:
+        """The run's latest step (an event line)."""
+        self.latest = line
+
+    def elapsed(self) -> float:
+        return self._clock() - self.started
+
+    def text(self) -> str:
+        now = self._clock()
+        parts = [clock_text(now - self.started), _shorten(self.latest, 70)]
+        parts.extend(waiting_text(self._calls(), now))
+        return " · ".join(parts)
+
+    def __rich__(self) -> Text:
+        return Text(self.text(), no_wrap=True, overflow="ellipsis")
+
+
+def waiting_text(calls: Sequence[ModelCall], now: float) -> list[str]:
+    """One phrase per model being waited on: ``waiting on openai:gpt-5 for g0-c01, g0-c02:
+    12 s of 300 s`` (the longest wait, of its call's deadline), oldest first."""
+    by_model: dict[str, list[ModelCall]] = {}
+    for call in calls:
+        by_model.setdefault(call.label, []).append(call)
+    phrases = []
+    for label, group in by_model.items():
+        oldest = min(group, key=lambda call: call.started)
+        purposes = ", ".join(call.purpose for call in group if call.purpose) or "a call"
+        bound = "run ends" if oldest.bound == "run_time" else "deadline"
+        attempts = max(call.attempts for call in group)
+        retry = f", attempt {attempts}" if attempts > 1 else ""
+        phrases.append(f"waiting on {short_label(label)} for {purposes}: "
+                       f"{clock_text(now - oldest.started)} of {clock_text(oldest.deadline - oldest.started)}"
+                       f" ({bound}{retry})")
+    return phrases
+
+
+def short_label(label: str) -> str:
+    """A model label for a one-line status: no key variable, the server as host:port."""
+    label = label.split("#", 1)[0]
+    name, at, url = label.partition("@")
+    if not at:
+        return name
+    return f"{name}@{urlsplit(url).netloc or url}"
+
+
+def clock_text(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} m {seconds % 60:02d} s"
+
+
+def _shorten(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -29,11 +29,16 @@ def _settings(overrides: dict):
 
 
 class LiveProgress:
-    """Event lines on stderr under a spinner that shows the elapsed time and the latest step."""
+    """Event lines on stderr under a spinner whose line (``kgen.display.RunStatusLine``) shows
+    the run's clock, the latest step and the model calls being waited on, live."""
 
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.status = err_console.status("starting …")
+    def __init__(self, console=None) -> None:
+        from kgen.display import RunStatusLine
+
+        self.console = console or err_console
+        self.line = RunStatusLine()
+        self.started = self.line.started
+        self.status = self.console.status(self.line)
 
     def __enter__(self) -> LiveProgress:
         self.status.__enter__()
@@ -45,8 +50,8 @@ class LiveProgress:
     def __call__(self, line: str) -> None:
         elapsed = time.monotonic() - self.started
         # lines quote model labels and verifier reasons: text, never markup
-        err_console.print(f"[dim]{elapsed:6.1f}s[/] {escape(line)}", highlight=False, soft_wrap=True)
-        self.status.update(f"{escape(line[:70])} … ({elapsed:.0f} s)")
+        self.console.print(f"[dim]{elapsed:6.1f}s[/] {escape(line)}", highlight=False, soft_wrap=True)
+        self.line.event(line)
 
 
 def _report(summary, json_output: bool) -> None:
@@ -89,7 +94,8 @@ def run_command(
     backend: Annotated[str | None, typer.Option(help="triton or cute. Default: the request's, else triton.")] = None,
     budget: Annotated[int | None, typer.Option(help="Candidates to evaluate in all.")] = None,
     generations: Annotated[int | None, typer.Option(help="Generations of the search.")] = None,
-    time_s: Annotated[float | None, typer.Option("--time", help="Wall-clock limit, seconds.")] = None,
+    time_s: Annotated[float | None, typer.Option("--time", help="Wall-clock limit of the run, seconds; "
+        "model calls still waiting when it runs out are ended.")] = None,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop once model calls cost this many USD.")] = None,
     problem: Annotated[Path | None, typer.Option(
         "--problem", help="Your own KernelBench-format problem file instead of the catalog.")] = None,
@@ -99,6 +105,13 @@ def run_command(
     seed: Annotated[int, typer.Option(help="Seed of the search's random choices.")] = 0,
     persist: Annotated[bool, typer.Option("--persist/--no-persist", help="Write winners to the knowledge base.")] = True,
     train_check: Annotated[bool | None, typer.Option("--train-check", help="Train a small model with the winner's gradients.")] = None,
+    llm_timeout: Annotated[float | None, typer.Option(
+        "--llm-timeout", metavar="SECONDS", help="Deadline of one model call: every attempt, the waits "
+        "between them and a reply however slowly it arrives; a model that has not answered by then gives "
+        "no candidate this time. Default: llm_timeout_s (`kgen config`).")] = None,
+    llm_retries: Annotated[int | None, typer.Option(
+        "--llm-retries", metavar="N", help="How often a failed model call (rate limit, HTTP 5xx, dropped "
+        "connection) is tried again, within --llm-timeout. Default: llm_retries (`kgen config`).")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Generate, verify, measure and remember a kernel for a request (the main job).
@@ -119,7 +132,8 @@ def run_command(
             request,
             {"models": model, "targets": target, "backend": backend, "budget": budget,
              "generations": generations, "time_s": time_s, "max_cost_usd": max_cost, "kb": kb,
-             "device": device, "train_check": train_check},
+             "device": device, "train_check": train_check, "llm_timeout_s": llm_timeout,
+             "llm_retries": llm_retries},
             problem=problem, seed=seed, persist=persist,
         )
     except KgenUsageError as exc:

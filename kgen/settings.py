@@ -69,6 +69,10 @@ class Settings(BaseModel):
     executor: Literal["local", "ray"] = "local"
     eval_timeout_s: float = Field(default=300.0, gt=0)
     train_check: bool = False
+    #: the most one model call may take, seconds: every attempt, wait and slow reply included
+    llm_timeout_s: float = Field(default=300.0, gt=0)
+    #: how often a failed model call (429, 5xx, dropped connection) is tried again, within llm_timeout_s
+    llm_retries: int = Field(default=3, ge=0)
     openai_api_key: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
     #: field name -> "default" | "config file <path>" | "env KGEN_X" | "flag"
@@ -143,9 +147,17 @@ _EXPECTED: dict[str, str] = {
     "executor": "one of local, ray",
     "eval_timeout_s": "a number of seconds >0",
     "train_check": "true or false",
+    "llm_timeout_s": "a number of seconds >0",
+    "llm_retries": "an integer ≥0",
     "openai_api_key": "a non-empty string",
     "anthropic_api_key": "a non-empty string",
 }
+
+
+def default_of(name: str) -> Any:
+    """A setting's built-in default, declared once, on :class:`Settings`: the run's options, the
+    model clients and the CLI's help read it from there instead of repeating the value."""
+    return Settings.model_fields[name].get_default(call_default_factory=True)
 
 
 def env_var(name: str) -> str:
@@ -318,7 +330,7 @@ def _shown_value(settings: Settings, name: str, source: str) -> str:
         return "no limit" if value is None else f"{value:g} s"
     if name == "max_cost_usd":
         return "no limit" if value is None else f"${value:g}"
-    if name == "eval_timeout_s":
+    if name in ("eval_timeout_s", "llm_timeout_s"):
         return f"{value:g} s"
     if isinstance(value, bool):
         return "true" if value else "false"

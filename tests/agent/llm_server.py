@@ -9,6 +9,10 @@ replies are scripted. One server answers both protocols:
   ``anthropic_base_url``, which therefore has no ``/v1``).
 
 Routes are matched on the path's ending, so a base URL with or without ``/v1`` both work.
+Besides answers and HTTP errors, a reply can misbehave the ways real servers do: answer late
+(``Reply.hang``), never answer (``Reply.silent``), or trickle its body a byte at a time
+(``Reply.trickle``), which no per-read timeout catches; ``hangups`` records when a client let
+go of such a connection.
 
     with ScriptedLLMServer() as server:
         server.script("openai", [Reply.error(429, retry_after_s=0.01), Reply.text("hi")])
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import json
 import math
+import select
+import socket
 import threading
 import time
 import uuid
@@ -37,7 +43,7 @@ Responder = Callable[["RecordedRequest"], "Reply"]
 class Reply:
     """One scripted answer; build it with the class methods, not the constructor."""
 
-    kind: Literal["text", "error", "malformed"]
+    kind: Literal["text", "error", "malformed", "silent", "trickle"]
     content: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
@@ -48,6 +54,8 @@ class Reply:
     retry_after_s: float | None = None
     delay_s: float = 0.0
     body: bytes = b""
+    #: "trickle": seconds between two bytes of the reply
+    interval_s: float = 1.0
 
     @classmethod
     def text(
@@ -81,6 +89,19 @@ class Reply:
         The wait ends early when the server closes, so a hung reply never slows test teardown.
         """
         return cls.text("too late", delay_s=seconds)
+
+    @classmethod
+    def silent(cls) -> Reply:
+        """Never answer: the request is read and the connection held open, without a byte back,
+        until the client hangs up or the server closes (a provider that stalls)."""
+        return cls(kind="silent")
+
+    @classmethod
+    def trickle(cls, content: str = "slow", *, interval_s: float = 1.0) -> Reply:
+        """A 200 whose body comes one byte every ``interval_s`` seconds, until the client hangs
+        up or the server closes: each read gets a byte in time, so a per-read timeout (the SDKs'
+        own) never fires; only an overall deadline ends it."""
+        return cls(kind="trickle", content=content, interval_s=interval_s)
 
     @classmethod
     def malformed(cls, body: bytes = b'{"id": "broken", "choices": [') -> Reply:
@@ -121,6 +142,7 @@ class ScriptedLLMServer:
         self._responders: dict[Route, Responder] = {}
         self._requests: list[RecordedRequest] = []
         self._closing = threading.Event()
+        self._hangups: list[float] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -182,6 +204,13 @@ class ScriptedLLMServer:
     def requests_for(self, route: Route) -> list[RecordedRequest]:
         return [r for r in self.requests if r.route == route]
 
+    @property
+    def hangups(self) -> list[float]:
+        """``time.monotonic()`` of each moment a client hung up on a silent or trickling reply
+        (a test can check that a call given up on really let go of its connection)."""
+        with self._lock:
+            return list(self._hangups)
+
     def pending(self, route: Route) -> int:
         """Scripted replies not yet served (a test can assert its script was used up)."""
         with self._lock:
@@ -200,6 +229,10 @@ class ScriptedLLMServer:
     def _wait(self, seconds: float) -> None:
         self._closing.wait(seconds)
 
+    def _hung_up(self) -> None:
+        with self._lock:
+            self._hangups.append(time.monotonic())
+
 
 def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -207,6 +240,12 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass  # quiet: tests assert on recorded requests, not on stderr
+
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except (ConnectionResetError, BrokenPipeError):
+                pass  # the client closed its connection (each model call has its own)
 
         def do_POST(self) -> None:  # noqa: N802
             path = self.path.split("?", 1)[0]
@@ -235,7 +274,13 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             if reply.delay_s:
                 server._wait(reply.delay_s)
-            if reply.kind == "malformed":
+            if reply.kind == "silent":
+                self._hold_silently()
+            elif reply.kind == "trickle":
+                payload = (_openai_completion(reply, request.model) if route == "openai"
+                           else _anthropic_message(reply, request.model))
+                self._trickle(json.dumps(payload).encode(), reply.interval_s)
+            elif reply.kind == "malformed":
                 self._send_raw(200, reply.body)
             elif reply.kind == "error":
                 self._send(reply.status, _error_body(route, reply.status, reply.message),
@@ -244,6 +289,43 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, _openai_completion(reply, request.model))
             else:
                 self._send(200, _anthropic_message(reply, request.model))
+
+        def _client_gone(self) -> bool:
+            """Whether the client closed its end (readable with nothing to read)."""
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
+
+        def _hold_silently(self) -> None:
+            while not server._closing.is_set():
+                if self._client_gone():
+                    server._hung_up()
+                    break
+                server._wait(0.05)
+            self.close_connection = True
+
+        def _trickle(self, data: bytes, interval_s: float) -> None:
+            self.close_connection = True
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                # announce the whole body, then send it so slowly that it (nearly) never ends
+                self.send_header("content-length", str(len(data) * 1000))
+                self.end_headers()
+                self.wfile.flush()
+                index = 0
+                while not server._closing.is_set():
+                    if self._client_gone():
+                        server._hung_up()
+                        return
+                    self.wfile.write(data[index % len(data):index % len(data) + 1])
+                    self.wfile.flush()
+                    index += 1
+                    server._wait(interval_s)
+            except (BrokenPipeError, ConnectionResetError):
+                server._hung_up()
 
         def _send(self, status: int, payload: dict[str, Any],
                   headers: dict[str, str] | None = None) -> None:

@@ -111,23 +111,27 @@ def test_server_error_is_retried_and_then_succeeds(llm_server):
     assert len(llm_server.requests) == 2
 
 
-def test_a_timeout_is_retried_and_the_retry_can_succeed(llm_server):
-    llm_server.script("openai", [Reply.hang(5), Reply.text("second time lucky")])
-    done = client_for(llm_server, "openai").complete("s", "u", max_tokens=5, temperature=0)
-    assert done.text == "second time lucky"
-    assert len(llm_server.requests) == 2
+def test_a_slow_reply_within_the_deadline_is_waited_for(llm_server):
+    llm_server.script("openai", [Reply.hang(1.0)])
+    done = client_for(llm_server, "openai", timeout_s=5).complete("s", "u", max_tokens=5,
+                                                                   temperature=0)
+    assert done.text == "too late" and 1.0 <= done.seconds < 4
+    assert len(llm_server.requests) == 1
 
 
 @pytest.mark.parametrize("route", ["openai", "anthropic"])
-def test_a_server_that_keeps_timing_out_gives_a_timeout_error_after_the_retries(llm_server, route):
-    llm_server.script(route, [Reply.hang(5), Reply.hang(5)])
+def test_a_silent_server_ends_the_call_at_its_deadline_without_retrying(llm_server, route):
+    """The deadline is the whole call's: a silent attempt uses all of it, so no second
+    request follows, and the error names the option that sets it."""
+    llm_server.script(route, [Reply.silent(), Reply.silent()])
     started = time.monotonic()
     with pytest.raises(ProviderError) as caught:
         client_for(llm_server, route).complete("s", "u", max_tokens=5, temperature=0)
     assert caught.value.kind == "timeout"
-    assert "0.5s" in str(caught.value) and "2 attempts" in str(caught.value)
-    assert len(llm_server.requests) == 2  # the first try and one retry
-    assert time.monotonic() - started < 4.5  # the hung replies did not hold the client
+    assert "0.5 s" in str(caught.value) and "1 attempt" in str(caught.value)
+    assert "--llm-timeout" in str(caught.value)
+    assert len(llm_server.requests) == 1
+    assert time.monotonic() - started < 1.5  # the silent server did not hold the client
 
 
 @pytest.mark.parametrize("route", ["openai", "anthropic"])
