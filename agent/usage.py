@@ -29,7 +29,9 @@ class Price(NamedTuple):
 PRICES_AS_OF = "2025-10"
 # Approximate public list prices (USD per million tokens, standard tier, no caching or batch
 # discounts) as of PRICES_AS_OF. They drift; check the provider's pricing page before quoting
-# a cost. Applied only to the official APIs (ModelSpec.base_url is None).
+# a cost. Applied only to the official APIs: ``providers.is_official_endpoint`` decides, so
+# ``openai:gpt-5`` and ``openai:gpt-5@https://api.openai.com/v1`` cost the same, and a proxy or
+# local server serving the same name gets no price.
 PRICES: dict[tuple[str, str], Price] = {
     ("openai", "gpt-5"): Price(1.25, 10.0),
     ("openai", "gpt-5-mini"): Price(0.25, 2.0),
@@ -49,16 +51,20 @@ PRICES: dict[tuple[str, str], Price] = {
 }
 
 # Dated snapshots and aliases cost what their family costs: gpt-4o-2024-08-06, claude-sonnet-4-5-
-# 20250929 and claude-3-5-haiku-latest all price as the undated name.
-_SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
+# 20250929 and claude-3-5-haiku-latest all price as the undated name (`kgen doctor` also finds
+# a model in a server's models list by it).
+SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
 _ALIASES = {"claude-opus-4": "claude-opus-4-0", "claude-sonnet-4": "claude-sonnet-4-0"}
 
 
 def price_for(spec: ModelSpec) -> Price | None:
     """The list price of ``spec``'s model, or None when unknown or not the official API."""
-    if not spec.is_official_api:
+    # imported here: providers imports this module for cost_usd
+    from kgen.agent.providers import is_official_endpoint
+
+    if not is_official_endpoint(spec):
         return None
-    name = _SNAPSHOT_SUFFIX.sub("", spec.model)
+    name = SNAPSHOT_SUFFIX.sub("", spec.model)
     name = _ALIASES.get(name, name)
     return PRICES.get((spec.provider, name))
 

@@ -326,20 +326,28 @@ def bench_command(
 @app.command("doctor")
 def doctor_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the diagnosis as JSON.")] = False,
+    offline: Annotated[bool, typer.Option(
+        "--offline", help="Contact no model endpoint: check keys and configuration only.")] = False,
 ) -> None:
-    """Check this machine and configuration: GPU, packages, API keys, knowledge base, and what a run will do."""
-    from kgen.doctor import collect_diagnosis, render_diagnosis
+    """Check this machine and configuration: GPU, packages, API keys, knowledge base, and what a run will do.
+
+    Each configured model's endpoint is asked for its models list (or one token) within 5 s, all at once: reachable or not, key accepted or rejected, model served, latency. --offline skips that.
+
+    Exit status: 0; 1 when a configured model cannot be used (malformed, no key, unreachable, key rejected, model not served); 2 for a broken configuration.
+    """
+    from kgen.doctor import collect_diagnosis, exit_status, render_diagnosis
     from kgen.settings import SettingsError, load_settings
 
     try:
         settings = load_settings()
     except SettingsError as exc:
         fail_usage(str(exc))
-    diagnosis = collect_diagnosis(settings)
+    diagnosis = collect_diagnosis(settings, offline=offline)
     if json_output:
         print(diagnosis.model_dump_json(indent=2))
     else:
         render_diagnosis(diagnosis, console)
+    raise typer.Exit(exit_status(diagnosis))
 
 
 @app.command("config")

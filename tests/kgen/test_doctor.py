@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from models_list_server import ModelsListServer
 from rich.console import Console
 
 from kgen.doctor import collect_diagnosis, render_diagnosis
@@ -55,7 +56,8 @@ def test_configured_targets_and_cuda_without_gpu_are_reported(home):
 
 def test_env_key_shows_as_yes_env_and_never_its_text(home, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    d = collect_diagnosis(load_settings({"models": ["openai:gpt-5*2"]}))
+    # offline: a test never sends a key to a real provider (endpoints: test_doctor_endpoints.py)
+    d = collect_diagnosis(load_settings({"models": ["openai:gpt-5*2"]}), offline=True)
     assert d.provider_keys["openai"] == "yes (env)" and d.provider_keys["anthropic"] == "no"
     assert any("openai:gpt-5*2" in line for line in d.plan)
     assert not any("key" in issue for issue in d.issues)
@@ -72,7 +74,7 @@ def test_config_file_key_shows_as_yes_config(home):
 def test_a_hosted_model_without_key_is_an_issue_but_a_local_server_is_not(home):
     d = collect_diagnosis(load_settings({"models": [
         "anthropic:claude-sonnet-4-5", "openai:qwen2.5-coder@http://127.0.0.1:8000/v1",
-    ]}))
+    ]}), offline=True)
     key_issues = [issue for issue in d.issues if "API key" in issue]
     assert len(key_issues) == 1 and "ANTHROPIC_API_KEY" in key_issues[0]
 
@@ -131,10 +133,15 @@ def test_kgen_doctor_prints_the_plan_and_no_key(home):
 
 
 def test_kgen_doctor_json_is_the_diagnosis_without_the_key(home):
-    out = kgen(home, "doctor", "--json", KGEN_MODELS="openai:gpt-5", OPENAI_API_KEY=SECRET)
+    # a loopback server, not the real API: doctor sends the key to the model's endpoint
+    with ModelsListServer(models=["gpt-5"]) as server:
+        model = f"openai:gpt-5@{server.openai_base_url}#OPENAI_API_KEY"
+        out = kgen(home, "doctor", "--json", KGEN_MODELS=model, OPENAI_API_KEY=SECRET)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["models"] == ["openai:gpt-5"] and data["provider_keys"]["openai"] == "yes (env)"
+    assert data["models"] == [model] and data["provider_keys"]["openai"] == "yes (env)"
+    assert data["endpoints"][0]["status"] == "ok" and data["unusable_models"] == []
+    assert server.models_requests[0].headers["authorization"] == f"Bearer {SECRET}"
     assert SECRET not in out.stdout + out.stderr
 
 
