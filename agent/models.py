@@ -33,12 +33,16 @@ from __future__ import annotations
 import math
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kgen.validation_errors import validation_message
 
 Provider = Literal["openai", "anthropic"]
+
+#: The providers' own APIs: where their keys belong (``ModelSpec.is_official_api``).
+OFFICIAL_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
 SYNTAX_HELP = (
     "expected PROVIDER:MODEL[@BASE_URL][#KEY_VARIABLE][*WEIGHT], e.g. openai:gpt-5, "
@@ -140,7 +144,26 @@ class ModelSpec(BaseModel):
 
     @property
     def is_official_api(self) -> bool:
-        return self.base_url is None
+        """Whether requests go to the provider's own API, the one place its key belongs (and
+        the one whose prices and parameter names apply).
+
+        No base URL, or one on the official host over https at the default port. The path does
+        not matter (the key reaches the same server either way); plain http, another port or
+        another host (``api.openai.com.example.net``) is someone else's server.
+        """
+        if self.base_url is None:
+            return True
+        url, official = urlsplit(self.base_url), urlsplit(OFFICIAL_BASE_URLS[self.provider])
+        try:
+            port = url.port
+        except ValueError:
+            return False
+        return url.scheme == "https" and url.hostname == official.hostname and port in (None, 443)
+
+    @property
+    def endpoint(self) -> str:
+        """Where requests go: the base URL named, else the provider's official API."""
+        return self.base_url or OFFICIAL_BASE_URLS[self.provider]
 
 
 def parse_model(text: str) -> ModelSpec:

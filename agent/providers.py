@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from kgen.agent.model_calls import IN_FLIGHT, ModelCall
-from kgen.agent.models import ModelSpec
+from kgen.agent.models import OFFICIAL_BASE_URLS, ModelSpec
 from kgen.agent.usage import cost_usd
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,6 @@ ProviderErrorKind = Literal[
 ]
 TRANSIENT_KINDS: frozenset[str] = frozenset({"unreachable", "rate_limited", "timeout"})
 
-OFFICIAL_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 # Sent to OpenAI-compatible servers that take no key; the SDK refuses to run without one.
 PLACEHOLDER_KEY = "kgen-local-no-key"
@@ -149,7 +148,7 @@ class LLMClient(ABC):
     @property
     def endpoint(self) -> str:
         """The base URL requests go to."""
-        return self.spec.base_url or OFFICIAL_BASE_URLS[self.spec.provider]
+        return self.spec.endpoint
 
     def complete(
         self, system: str, user: str, *, max_tokens: int, temperature: float, purpose: str = ""
@@ -343,7 +342,7 @@ class _SDKClient(LLMClient):
             return self._bad_reply(f"{type(err).__name__}: {self._redact(str(err))[:200]}")
         if isinstance(err, sdk.APIStatusError):
             status = err.status_code
-            said = _server_message(err)
+            said = server_message(err)
             said = f": {said}" if said else ""
             if status in (401, 403):
                 return error("auth", f"{label} refused the API key (HTTP {status}{said}); "
@@ -451,23 +450,6 @@ class KeyChoice(BaseModel):
         return f"no API key for {label}: set {self.hint}"
 
 
-def is_official_endpoint(spec: ModelSpec) -> bool:
-    """Whether requests for ``spec`` go to its provider's own API, the one place its key belongs.
-
-    No base URL, or one on the official host over https at the default port. The path does not
-    matter (the key reaches the same server either way); plain http, another port or another
-    host (``api.openai.com.example.net``) is someone else's server.
-    """
-    if spec.base_url is None:
-        return True
-    url, official = urlsplit(spec.base_url), urlsplit(OFFICIAL_BASE_URLS[spec.provider])
-    try:
-        port = url.port
-    except ValueError:
-        return False
-    return url.scheme == "https" and url.hostname == official.hostname and port in (None, 443)
-
-
 def choose_api_key(spec: ModelSpec, configured: str | None = None,
                    environ: Mapping[str, str] | None = None) -> KeyChoice:
     """The one rule for which key (if any) ``spec``'s requests carry, for every key source.
@@ -494,7 +476,7 @@ def choose_api_key(spec: ModelSpec, configured: str | None = None,
         if named == provider_variable:
             return KeyChoice(key=_secret(configured or env.get(named)), hint=both)
         return KeyChoice(key=_secret(env.get(named)), hint=named)
-    if is_official_endpoint(spec):
+    if spec.is_official_api:
         return KeyChoice(key=_secret(configured or env.get(provider_variable)), hint=both)
     return KeyChoice(
         key=SecretStr(PLACEHOLDER_KEY), placeholder=True,
@@ -537,8 +519,8 @@ def make_client(
                             model=spec.label)
     key = choice.key.get_secret_value()
     key_hint = choice.hint
-    redact = _redactor(key)
-    base_url = spec.base_url or OFFICIAL_BASE_URLS[spec.provider]
+    redact = redactor(key)
+    base_url = spec.endpoint
     common = {"timeout_s": timeout_s, "max_retries": max_retries, "not_after": not_after,
               "redact": redact, "key_hint": key_hint}
     if spec.provider == "openai":
@@ -588,11 +570,11 @@ def _http_client(sdk: Any, base_url: str) -> Any:
     host = urlsplit(base_url).hostname or ""
     if not (host in _LOOPBACK_HOSTS or host.startswith("127.")):
         return sdk.DefaultHttpxClient()
-    http = _http_library(sdk)
+    http = http_library(sdk)
     return sdk.DefaultHttpxClient(trust_env=False, transport=http.HTTPTransport())
 
 
-def _http_library(sdk: Any) -> Any:
+def http_library(sdk: Any) -> Any:
     """The HTTP package the SDK is built on (``httpx`` or its successor ``httpx2``)."""
     for base in sdk.DefaultHttpxClient.__mro__:
         if base.__name__ == "Client" and base.__module__.split(".")[0].startswith("httpx"):
@@ -607,7 +589,7 @@ def _accepts_temperature(spec: ModelSpec) -> bool:
     return not re.match(r"^(o\d|gpt-5)", spec.model)
 
 
-def _redactor(key: str):
+def redactor(key: str):
     def redact(text: str) -> str:
         if key:
             text = text.replace(key, "***")
@@ -616,7 +598,7 @@ def _redactor(key: str):
     return redact
 
 
-def _server_message(err: Any) -> str:
+def server_message(err: Any) -> str:
     """The server's own explanation from an error body, shortened (redacted by the caller)."""
     body = getattr(err, "body", None)
     message: Any = None

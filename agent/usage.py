@@ -29,7 +29,7 @@ class Price(NamedTuple):
 PRICES_AS_OF = "2025-10"
 # Approximate public list prices (USD per million tokens, standard tier, no caching or batch
 # discounts) as of PRICES_AS_OF. They drift; check the provider's pricing page before quoting
-# a cost. Applied only to the official APIs: ``providers.is_official_endpoint`` decides, so
+# a cost. Applied only to the official APIs: ``ModelSpec.is_official_api`` decides, so
 # ``openai:gpt-5`` and ``openai:gpt-5@https://api.openai.com/v1`` cost the same, and a proxy or
 # local server serving the same name gets no price.
 PRICES: dict[tuple[str, str], Price] = {
@@ -60,9 +60,8 @@ _ALIASES = {"claude-opus-4": "claude-opus-4-0", "claude-sonnet-4": "claude-sonne
 def price_for(spec: ModelSpec) -> Price | None:
     """The list price of ``spec``'s model, or None when unknown or not the official API."""
     # imported here: providers imports this module for cost_usd
-    from kgen.agent.providers import is_official_endpoint
 
-    if not is_official_endpoint(spec):
+    if not spec.is_official_api:
         return None
     name = SNAPSHOT_SUFFIX.sub("", spec.model)
     name = _ALIASES.get(name, name)

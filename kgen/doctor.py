@@ -412,7 +412,7 @@ def _model_line(settings: Settings, d: Diagnosis) -> str:
         return ("offline mode (no model configured): retrieve the best known kernels and tune "
                 "their parameters")
     from kgen.agent.models import ModelSpecError, parse_model
-    from kgen.agent.providers import choose_api_key, is_official_endpoint
+    from kgen.agent.providers import choose_api_key
     from kgen.api import api_keys
 
     configured = api_keys(settings)
@@ -425,7 +425,7 @@ def _model_line(settings: Settings, d: Diagnosis) -> str:
         # the run's own rule, so the doctor never promises a key the run would withhold
         choice = choose_api_key(spec, configured.get(spec.provider))
         if choice.key is None:
-            whose = _PROVIDER_NAMES[spec.provider] if is_official_endpoint(spec) else "an"
+            whose = _PROVIDER_NAMES[spec.provider] if spec.is_official_api else "an"
             d.issues.append(f"model {model} needs {whose} API key: set {choice.hint}")
     return f"models asked for candidates: {', '.join(settings.models)}"
 
@@ -469,7 +469,7 @@ def check_models(settings: Settings, *, offline: bool = False,
     and doctor does not wait for it.
     """
     from kgen.agent.models import ModelSpecError, parse_model
-    from kgen.agent.providers import OFFICIAL_BASE_URLS, choose_api_key
+    from kgen.agent.providers import choose_api_key
     from kgen.api import api_keys
 
     configured = api_keys(settings)
@@ -482,7 +482,7 @@ def check_models(settings: Settings, *, offline: bool = False,
         except ModelSpecError as exc:
             checks[text] = EndpointCheck(model=text, status="bad model", usable=False, detail=_one_line(exc))
             continue
-        endpoint = spec.base_url or OFFICIAL_BASE_URLS[spec.provider]
+        endpoint = spec.endpoint
         # the run's own rule: the doctor sends exactly the key a run would send, or none
         choice = choose_api_key(spec, configured.get(spec.provider))
         if choice.key is None:
@@ -572,11 +572,11 @@ def _asker(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source: str,
 def _ask_endpoint(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source: str,
                   deadline_s: float, clients: list[Any]) -> EndpointCheck:
     """The models list, then (no list, or the model not on it) a one-token completion."""
-    from kgen.agent.providers import _redactor, _server_message, is_official_endpoint
+    from kgen.agent.providers import redactor, server_message
 
     assert choice.key is not None
     key = choice.key.get_secret_value()
-    redact = _redactor(key)  # never a key in a report line, even one a server quoted back
+    redact = redactor(key)  # never a key in a report line, even one a server quoted back
     end = time.monotonic() + deadline_s
     sdk, client = _sdk_client(spec.provider, endpoint, key, deadline_s)
     clients.append(client)
@@ -598,7 +598,7 @@ def _ask_endpoint(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source:
         return result("key rejected", False, f"{said}; the key sent is {key_source}", latency)
 
     def server_said(err: Any) -> str:
-        said = _server_message(err)
+        said = server_message(err)
         return f": {said}" if said else ""
 
     try:
@@ -618,7 +618,7 @@ def _ask_endpoint(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source:
                           list_latency, listed=True)
         started = time.perf_counter()
         try:
-            _one_token(spec, client, official=is_official_endpoint(spec), timeout=left())
+            _one_token(spec, client, official=spec.is_official_api, timeout=left())
         except sdk.APIStatusError as err:
             latency = time.perf_counter() - started
             if err.status_code in (401, 403):
@@ -669,12 +669,12 @@ def _sdk_client(provider: str, endpoint: str, key: str, timeout_s: float) -> tup
         import anthropic as sdk
 
         make = sdk.Anthropic
-    from kgen.agent.providers import _http_library
+    from kgen.agent.providers import http_library
 
     host = urlsplit(endpoint).hostname or ""
     http_client = None
     if host in ("localhost", "::1") or host.startswith("127."):
-        http_client = sdk.DefaultHttpxClient(trust_env=False, transport=_http_library(sdk).HTTPTransport())
+        http_client = sdk.DefaultHttpxClient(trust_env=False, transport=http_library(sdk).HTTPTransport())
     client = make(api_key=key, base_url=endpoint, timeout=timeout_s, max_retries=0, http_client=http_client)
     return sdk, client
 

@@ -121,7 +121,7 @@ def every_url_to(llm_server: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch)
     """The SDKs' requests, for any URL, reach ``llm_server``."""
 
     def client_to_loopback(sdk, base_url: str):
-        http = providers._http_library(sdk)
+        http = providers.http_library(sdk)
         port = llm_server.port
 
         class ToLoopback(http.BaseTransport):

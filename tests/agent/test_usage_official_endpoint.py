@@ -1,11 +1,10 @@
-"""Prices follow the one "official endpoint" rule (providers.is_official_endpoint), not "no URL"."""
+"""Prices follow the one "official endpoint" rule (ModelSpec.is_official_api), not "no URL"."""
 
 from __future__ import annotations
 
 import pytest
 
 from kgen.agent.models import parse_model
-from kgen.agent.providers import is_official_endpoint
 from kgen.agent.usage import cost_usd, price_for
 
 
@@ -17,7 +16,7 @@ from kgen.agent.usage import cost_usd, price_for
 ])
 def test_an_explicit_official_url_is_priced_like_the_bare_name(written, bare):
     spec = parse_model(written)
-    assert spec.base_url is not None and is_official_endpoint(spec)
+    assert spec.base_url is not None and spec.is_official_api
     assert price_for(spec) is not None and price_for(spec) == price_for(parse_model(bare))
     assert cost_usd(spec, 1_000_000, 0) == cost_usd(parse_model(bare), 1_000_000, 0)
 
@@ -30,5 +29,5 @@ def test_an_explicit_official_url_is_priced_like_the_bare_name(written, bare):
 ])
 def test_a_url_that_is_not_the_official_endpoint_gets_no_price(written):
     spec = parse_model(written)
-    assert not is_official_endpoint(spec)
+    assert not spec.is_official_api
     assert price_for(spec) is None and cost_usd(spec, 1000, 1000) is None
