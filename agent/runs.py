@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
             raise RunError(str(exc.args[0] if exc.args else exc)) from exc
 
 
-def _finish(runner: Runner, resume: bool) -> RunSummary:
+def _finish(runner: Runner, resume: bool, runs_dir: Path) -> RunSummary:
     """The run to its end, as the run's only kgen process; an interrupt (Ctrl-C, or SIGTERM /
     SIGHUP, which end the verifiers first) says how to continue before it goes on up."""
     with runner.run.claimed():
@@ -49,8 +50,15 @@ def _finish(runner: Runner, resume: bool) -> RunSummary:
             return _execute(runner, resume)
         except (KeyboardInterrupt, SystemExit) as exc:
             if not isinstance(exc, SystemExit) or exc.code not in (0, None):
-                runner.say(f"interrupted: `kgen resume {runner.run.run_id}` continues this run")
+                runner.say(f"interrupted: `kgen resume {resume_ref(runner.run, runs_dir)}` continues this run")
             raise
+
+
+def resume_ref(run: RunDirectory, runs_dir: Path) -> str:
+    """What `kgen resume` needs to find the run: its id under the runs folder, else its path
+    (a run made with ``--out`` elsewhere)."""
+    inside = run.path.parent == runs_dir.expanduser().resolve()
+    return run.run_id if inside else shlex.quote(str(run.path))
 
 
 def _execute(runner: Runner, resume: bool) -> RunSummary:
@@ -73,7 +81,7 @@ def start_run(options: RunOptions, *, runs_dir: Path, out: Path | None = None,
         runner.say("offline mode: no model configured, so kgen tunes the best known kernels' "
                    "parameters for the target (configure models with `kgen config`)")
     try:
-        return _finish(runner, resume=False)
+        return _finish(runner, resume=False, runs_dir=runs_dir)
     except RunError as exc:
         if not run.holds_results():
             # nothing was produced (bad request, unreachable store): leave no husk behind
@@ -90,4 +98,4 @@ def resume_run(run_ref: str, *, runs_dir: Path, progress: Progress | None = None
     run = RunDirectory.find(run_ref, runs_dir)
     runner = Runner(run, load_options(run), progress, api_keys)
     runner.say(f"resuming run {run.run_id}")
-    return _finish(runner, resume=True)
+    return _finish(runner, resume=True, runs_dir=runs_dir)

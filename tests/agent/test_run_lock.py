@@ -113,3 +113,13 @@ def test_a_lock_from_another_host_is_refused_with_what_to_do(tmp_path):
     with pytest.raises(RunInUseError, match="on elsewhere.example .*delete .*lock.json"):
         with run.claimed():
             pass
+
+
+def test_resume_is_told_the_id_under_the_runs_folder_and_the_path_elsewhere(tmp_path):
+    from kgen.agent.runs import resume_ref
+
+    runs = tmp_path / "runs"
+    inside = RunDirectory.create(runs)
+    elsewhere = RunDirectory.create(runs, tmp_path / "my run")
+    assert resume_ref(inside, runs) == inside.run_id
+    assert resume_ref(elsewhere, runs) == f"'{elsewhere.path}'"

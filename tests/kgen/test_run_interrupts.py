@@ -71,7 +71,8 @@ def test_a_stopped_run_says_how_to_resume_and_leaves_nothing_running(tmp_path, s
     _, err = proc.communicate(timeout=60)
     err = "".join(lines) + err
     assert proc.returncode == code, err[-2000:]
-    assert f"interrupted: `kgen resume {out.name}` continues this run" in err, err[-2000:]
+    # made with --out outside the runs folder: the path is what finds it again
+    assert f"interrupted: `kgen resume {out.resolve()}` continues this run" in err, err[-2000:]
     assert "Aborted" not in err and "Traceback" not in err
     assert not (out / LOCK_FILE).exists()
     assert "interrupted: `kgen resume" in (out / "events.log").read_text()
