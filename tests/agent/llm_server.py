@@ -147,8 +147,12 @@ class ScriptedLLMServer:
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
+    def _handler(self) -> type:
+        """The request handler class (a subclass may wrap it to add routes)."""
+        return _make_handler(self)
+
     def start(self) -> ScriptedLLMServer:
-        handler = _make_handler(self)
+        handler = self._handler()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(

@@ -8,7 +8,6 @@ Triton's interpreter. Each run costs tens of seconds on a small machine, so they
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import scripted_run
@@ -49,16 +48,6 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch, llm_server) -> Path:
-    home = tmp_path / "home"
-    scripted_run.write_config(home, llm_server)
-    monkeypatch.setenv("KGEN_HOME", str(home))
-    for name in ("KGEN_MODELS", "KGEN_KB", "KGEN_BUDGET", "KGEN_TARGETS", "KGEN_DEVICE"):
-        monkeypatch.delenv(name, raising=False)
-    return home
 
 
 def _spec_reply(problem: str | None, operation: str) -> Reply:

@@ -27,16 +27,6 @@ from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.store import KnowledgeBase
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch, llm_server) -> Path:
-    home = tmp_path / "home"
-    scripted_run.write_config(home, llm_server)
-    monkeypatch.setenv("KGEN_HOME", str(home))
-    for name in ("KGEN_MODELS", "KGEN_KB", "KGEN_BUDGET", "KGEN_TARGETS", "KGEN_DEVICE"):
-        monkeypatch.delenv(name, raising=False)
-    return home
-
-
 def _problem(tmp_path: Path) -> Path:
     path = tmp_path / "relu_16m.py"
     path.write_text(scripted_run.PROBLEM)

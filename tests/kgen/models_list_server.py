@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +62,8 @@ class ModelsListServer(ScriptedLLMServer):
             self._models_requests.append(request)
             return self._models_script.popleft() if self._models_script else None
 
-    def start(self) -> ModelsListServer:
-        handler = _with_models_list(self, llm_server._make_handler(self))
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
+    def _handler(self) -> type:
+        return _with_models_list(self, llm_server._make_handler(self))
 
     def __enter__(self) -> ModelsListServer:
         return self.start()
