@@ -210,7 +210,7 @@ def test_a_run_ends_its_model_calls_with_its_time_limit(tmp_path, llm_server, ho
 BEHAVIOURS = {
     "silent": (Reply.silent(), 10),
     "trickle": (Reply.trickle(interval_s=0.5), 10),
-    "http500": (Reply.error(500), 30),
+    "http500": (Reply.error(500), 90),  # room for the CPU verification on a slow machine
 }
 
 
@@ -250,4 +250,6 @@ def test_kgen_against_a_misbehaving_server_ends_within_its_time(tmp_path, llm_se
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("error: no model returned code"), out.stderr
     assert "did not answer within 6 s (1 attempt): raise --llm-timeout" in last or "raise --time" in last
-    assert took < time_s + 5 + llm_timeout_s + 15, out.stderr  # + starting kgen, the knowledge base
+    # + starting kgen and its knowledge base (seconds; more on a busy 2-core machine); without
+    # the deadline a trickling server held the run for good
+    assert took < time_s + 5 + llm_timeout_s + 30, out.stderr
