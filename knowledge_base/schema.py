@@ -78,12 +78,38 @@ class Timing(BaseModel):
     def measured(self) -> bool:
         return self.time_ms is not None
 
+    @property
+    def timed_on(self) -> str | None:
+        """The kgen target whose hardware took this timing (None: not timed, or a GPU kgen
+        has no target for)."""
+        if self.time_ms is None or not self.device_name:
+            return None
+        from kgen.backends.targets import UnknownTargetError, resolve_target
+
+        try:
+            return resolve_target(self.device_name).name
+        except UnknownTargetError:
+            return None
+
+    def time_on(self, target: str) -> float | None:
+        """The one ranking rule: a time counts for a target only when it was measured on that
+        target's hardware. An H100 time never ranks a kernel for MI300X, in the search or in
+        the knowledge base."""
+        return self.time_ms if self.timed_on == target else None
+
     def speedup_text(self, baseline: str) -> str | None:
         """The speedup over ``baseline`` as every summary prints it; None when not measured."""
         from kgen.evals.bench_result import speedup_text
 
         ratio = {"eager": self.speedup_vs_eager, "torch.compile": self.speedup_vs_compile}.get(baseline)
         return None if ratio is None else speedup_text(ratio, baseline, baseline not in self.same_speed_as)
+
+
+def faster_on(a: Timing, b: Timing, target: str) -> bool:
+    """``a`` is strictly faster than ``b`` on ``target`` by measurement on that target; a
+    kernel not timed there never beats anything, and anything timed there beats one not."""
+    time_a, time_b = a.time_on(target), b.time_on(target)
+    return time_a is not None and (time_b is None or time_a < time_b)
 
 
 class Provenance(BaseModel):

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from kgen.agent.candidates import CandidateIdentity
 
 from kgen.evals.result import EvalResult, StageStatus
 from kgen.knowledge_base.code_hash import normalised_code_hash
@@ -31,6 +34,7 @@ from kgen.knowledge_base.schema import (
     Provenance,
     Timing,
     VerificationSummary,
+    faster_on,
     kernel_id,
     target_family,
 )
@@ -138,9 +142,18 @@ def entry_from_result(
     )
 
 
-def _faster(a: Timing, b: Timing) -> bool:
-    """Strictly faster by measurement; unmeasured never beats anything."""
-    return a.time_ms is not None and (b.time_ms is None or a.time_ms < b.time_ms)
+def entry_for_candidate(result: EvalResult, source: str, record: CandidateIdentity, *, run_id: str,
+                        spec_text: str, target: str, dtype: str, operation: str, shapes: dict[str, int] | None) -> KernelEntry:
+    """A run's verified candidate as a knowledge-base entry, its provenance naming who wrote it
+    (the model, offline tuning or the knowledge base), the run, its generation and its parents."""
+    provenance = Provenance(
+        model=record.model or ("offline-mutation" if record.origin == "mutation" else "knowledge-base"),
+        run_id=run_id,
+        parent_ids=[p.removeprefix("kb:") for p in record.parent_ids] + ([record.kb_id] if record.kb_id else []),
+        generation=record.generation,
+    )
+    return entry_from_result(result, source, spec_text=spec_text, target=target, dtype=dtype,
+                             provenance=provenance, operation=operation, shapes=shapes)
 
 
 def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: bool = True) -> WriteOutcome:
@@ -152,13 +165,13 @@ def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: boo
         slot = kb.kernels(where_equal(slot="|".join(entry.slot)))
         same = next((e for e in slot if e.code_hash == entry.code_hash), None)
         if same is not None:
-            if _faster(entry.timing, same.timing):
+            if faster_on(entry.timing, same.timing, target):
                 kb.put_kernels([same.model_copy(update={"timing": entry.timing})])
                 settle_best(kb, problem, backend, target, dtype)
                 return WriteOutcome(id=same.id, action="improved_timing")
             return WriteOutcome(id=same.id, action="duplicate", reason="same code already stored")
         best = next((e for e in slot if e.role == "best"), None)
-        if best is None or _faster(entry.timing, best.timing):
+        if best is None or faster_on(entry.timing, best.timing, target):
             demoted = [] if best is None else [best.model_copy(update={"role": "stepping_stone"})]
             kb.put_kernels([*demoted, entry.model_copy(update={"role": "best"})])
             return WriteOutcome(id=entry.id, action="added_best")
@@ -172,15 +185,16 @@ def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: boo
 
 
 def settle_best(kb: KnowledgeBase, problem: str, backend: str, target: str, dtype: str) -> None:
-    """Make exactly one kernel of the slot its best: the fastest measured, else the current one."""
+    """Make exactly one kernel of the slot its best: the fastest measured on the slot's target,
+    else the current one (a time from another GPU ranks nothing here: ``Timing.time_on``)."""
     slot = kb.kernels(where_equal(slot="|".join((problem, backend, target, dtype))))
     if not slot:
         return
     ranked = sorted(
         slot,
         key=lambda e: (
-            e.timing.time_ms is None,
-            e.timing.time_ms if e.timing.time_ms is not None else 0.0,
+            e.timing.time_on(target) is None,
+            e.timing.time_on(target) or 0.0,
             e.role != "best",
             e.provenance.created,
         ),

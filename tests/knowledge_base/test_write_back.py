@@ -90,6 +90,22 @@ def test_remeasured_duplicate_improves_timing_and_can_take_the_slot(kb):
     assert _roles(kb) == {a.id: "best", b.id: "stepping_stone"}
 
 
+def test_a_time_from_another_gpu_never_ranks_a_kernel_for_the_slots_target(kb):
+    """The one ranking rule (``Timing.time_on``), as in the search: a kernel timed on an A100 is
+    not faster on H100 however small its number, and never demotes the H100-timed best."""
+    on_h100 = make_entry(1, time_ms=2.0)
+    on_a100 = make_entry(2, time_ms=0.5)
+    on_a100 = on_a100.model_copy(update={"timing": on_a100.timing.model_copy(
+        update={"device_name": "NVIDIA A100-SXM4-80GB"})})
+    record_kernel(kb, on_h100)
+    assert record_kernel(kb, on_a100, generation_best=False).action == "skipped"
+    assert record_kernel(kb, on_a100, generation_best=True).action == "added_stepping_stone"
+    assert _roles(kb) == {on_h100.id: "best", on_a100.id: "stepping_stone"}
+    # and re-settling the slot (prune, a later write) keeps the H100-timed kernel
+    record_kernel(kb, make_entry(3, time_ms=None), generation_best=True)
+    assert _roles(kb)[on_h100.id] == "best"
+
+
 def test_slots_are_per_target_and_dtype(kb):
     record_kernel(kb, make_entry(1, target="h100"))
     record_kernel(kb, make_entry(1, target="mi300x"))
@@ -175,7 +191,7 @@ def _bench(candidate: tuple[float, float, float], **baselines: tuple[float, floa
     ids=["compile_within_noise", "both_disjoint", "wide_candidate", "slower_than_compile"],
 )
 def test_the_knowledge_base_and_the_run_log_keep_the_claim_rule(candidate, eager, compiled, same):
-    from kgen.agent.graph import describe
+    from kgen.agent.search_policy import describe
     from kgen.agent.reporting import speedup_cell
     from kgen.agent.search_policy import CandidateRecord
     from kgen.knowledge_base.write_back import timing_from_result
