@@ -72,6 +72,8 @@ class ChildRequest(BaseModel):
     probe_sizes: dict[str, int] | None = None
     distributions: bool = True
     targets: list[str] = Field(default_factory=list)
+    #: compiled for too; a failure there is recorded, not a rejection (``EvalOptions``)
+    also_compile_for: list[str] = Field(default_factory=list)
     #: sizes whose kernel launches are compiled for the targets (the problem's defaults)
     compile_sizes: dict[str, int] | None = None
     train_check: bool = False
@@ -745,27 +747,31 @@ class _Evaluation:
     def compile(self) -> None:
         from kgen.backends.targets import resolve_target
 
-        if not self.request.targets:
+        names = [*self.request.targets, *self.request.also_compile_for]
+        if not names:
             return
         started = time.monotonic()
         launches = self._compile_launches()
-        for name in self.request.targets:
+        misfits = []
+        for name in names:
             target = resolve_target(name)
             reports = self.backend.cross_compile(self.module, launches, target)
             self.report.kernels.extend(reports)
             self.save()
             failed = [r for r in reports if not r.ok]
-            if failed:
+            if failed and name in self.request.targets:
                 raise Rejected(
                     RejectionClass.COMPILE_ERROR,
                     f"kernel {failed[0].kernel} does not compile for {target.name}: {failed[0].error}",
                 )
+            if failed:
+                misfits.append(f"{target.name} ({failed[0].kernel}: {failed[0].error})")
         sizes = self.request.compile_sizes or self.request.size_sets[0]
         self.stage(
             "compile",
             StageStatus.PASSED,
-            f"{len(self.report.kernels)} kernel build(s) for {', '.join(self.request.targets)} "
-            f"at sizes {_sizes_text(sizes)}",
+            f"{len(self.report.kernels)} kernel build(s) for {', '.join(names)} at sizes {_sizes_text(sizes)}"
+            + (f"; does not compile for {'; '.join(misfits)}" if misfits else ""),
             started,
         )
 

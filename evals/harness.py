@@ -46,6 +46,10 @@ class EvalOptions(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     backend: str = "triton"
     targets: list[str] = Field(default_factory=list)
+    #: targets compiled for as well, whose failure is recorded (``EvalResult.compiles_for``) and
+    #: is no rejection: a search for several GPUs makes a kernel for one and learns which others
+    #: it fits; ``targets`` are the ones the verdict stands for
+    also_compile_for: list[str] = Field(default_factory=list)
     #: fixed seeds for reproducing a failure; by default every run draws fresh ones
     seeds: list[int] | None = None
     n_seeds: int = Field(default=3, ge=1)
@@ -133,6 +137,7 @@ def evaluate(
         raise UsageError(f"candidate file not found: {candidate}")
     _validate_backend(options.backend)
     targets = _validate_targets(options.targets)
+    also_compile_for = [t for t in _validate_targets(options.also_compile_for) if t not in targets]
     device = resolve_device(options.device)
     seeds = options.seeds or [secrets.randbelow(2**31 - 1) for _ in range(options.n_seeds)]
     try:
@@ -166,7 +171,8 @@ def evaluate(
             probe_sizes=_probe_sizes(info, plan[0].sizes, size_device),
             distributions=options.distributions,
             targets=targets,
-            compile_sizes=dict(info.sizes) if targets else None,
+            also_compile_for=also_compile_for,
+            compile_sizes=dict(info.sizes) if targets or also_compile_for else None,
             train_check=options.train_check,
             bench=options.bench,
             bench_sizes=dict(info.sizes),

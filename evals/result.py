@@ -196,6 +196,11 @@ class EvalResult(ResultModel):
             return f"inconclusive ({self.inconclusive.value if self.inconclusive else 'unknown'})"
         return "passed"
 
+    def compiles_for(self, target: str) -> bool | None:
+        """Whether every kernel compiled for ``target`` (None: it was not compiled for it)."""
+        reports = [k for k in self.kernels if k.target == target]
+        return all(k.ok for k in reports) if reports else None
+
     @property
     def cut_short(self) -> bool:
         """kgen's own stop ended the verifier: the result says nothing about the candidate and

@@ -138,6 +138,24 @@ def compile_jobs(
     return out
 
 
+def shared_limit_bytes(target: HardwareTarget) -> int:
+    """The most shared memory (AMD: LDS) one block may use on ``target``: NVIDIA keeps 1 KB of
+    each SM's shared memory for the system (H100: 228 KB per SM, 227 KB per block); an AMD
+    workgroup may use the whole LDS."""
+    reserved = 1024 if target.backend == "cuda" else 0
+    return target.shared_memory_per_sm_kb * 1024 - reserved
+
+
+def shared_overflow(shared_bytes: int | None, target: HardwareTarget) -> str | None:
+    """Why a kernel that compiled cannot launch on ``target`` (its shared memory does not fit a
+    block there), or None. Compiling without the GPU does not check this; the launch would fail
+    with OutOfResources, so it is the kernel's failure on that target."""
+    if shared_bytes is None or shared_bytes <= (limit := shared_limit_bytes(target)):
+        return None
+    return (f"out of resources: needs {shared_bytes / 1024:.0f} KB of shared memory per block, "
+            f"{target.name} has {limit / 1024:.0f} KB")
+
+
 def compile_job(module: types.ModuleType, job: KernelLaunch, target: HardwareTarget) -> KernelReport:
     """Compile one launch's specialization for one target; never raises."""
     try:
@@ -159,13 +177,16 @@ def compile_job(module: types.ModuleType, job: KernelLaunch, target: HardwareTar
             compiled = triton.compile(src, target=gpu_target, options=options)
         registers, spills = resource_usage(compiled, target)
         md = compiled.metadata
+        shared = _int_or_none(getattr(md, "shared", None))
+        overflow = shared_overflow(shared, target)
         return KernelReport(
             kernel=job.kernel,
             target=target.name,
-            ok=True,
+            ok=overflow is None,
+            error=overflow,
             registers=registers,
             spills=spills,
-            shared_bytes=_int_or_none(getattr(md, "shared", None)),
+            shared_bytes=shared,
             num_warps=_int_or_none(getattr(md, "num_warps", None)),
             num_stages=_int_or_none(getattr(md, "num_stages", None)),
         )
