@@ -93,3 +93,8 @@ class Backend(Protocol):
     def report_progress(self, path: Path) -> None:
         """Where a CPU run writes its heartbeat (kernel work still advancing), so that a slow
         kernel killed at the time limit can be told from a hung one; a no-op where none exists."""
+
+    def strategy_features(self, source: str) -> dict[str, str]:
+        """Coarse features of a candidate's strategy (kernels, tensor cores, persistent, block
+        class, ...): the search keeps the fastest kernel of each combination (MAP-Elites), so
+        a different idea survives beside the leader. Empty when the source cannot be read."""

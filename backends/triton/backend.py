@@ -88,6 +88,12 @@ class TritonBackend:
 
             install_progress_heartbeat(path)
 
+    def strategy_features(self, source: str) -> dict[str, str]:
+        """Read from the module's syntax tree (``features.py``)."""
+        from kgen.backends.triton.features import strategy_features
+
+        return strategy_features(source)
+
     def interpreter_limit(self, exc: BaseException) -> str | None:
         """What Triton's CPU interpreter cannot run (``interpreter_compat.needs_gpu_reason``)."""
         from kgen.backends.triton.interpreter_compat import needs_gpu_reason
