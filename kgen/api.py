@@ -7,14 +7,16 @@ raise ``KgenUsageError`` for bad input instead of exiting.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from kgen.agent.reporting import RunSummary
     from kgen.agent.run_options import RunOptions
     from kgen.evals.result import EvalResult
+    from kgen.option_table import Option
     from kgen.settings import Settings
 
 
@@ -22,40 +24,54 @@ class KgenUsageError(ValueError):
     """Bad input: an unknown problem or target, an empty request, a missing key, a bad option."""
 
 
-def run_options(request: str, overrides: dict[str, Any], *, problem: str | Path | None = None,
-                seed: int = 0, persist: bool = True, **extra: Any) -> tuple[RunOptions, Settings]:
-    """The options of a run from explicit choices over the configuration."""
+def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
+                **more: Any) -> tuple[RunOptions, Settings]:
+    """The options of a run from explicit choices over the configuration.
+
+    ``choices`` (and ``more``) map run options (``kgen.option_table.RUN_OPTION_NAMES``: the
+    ``kgen run`` flags, ``kgen.generate``'s keywords) to values; None or absent means "as
+    configured". ``out`` is no option the run keeps (it is where the run goes: ``start_run``
+    takes it), so it is accepted and left to the caller.
+    """
+    import difflib
+
     from pydantic import ValidationError
 
     from kgen.agent.run_options import RunOptions
-    from kgen.settings import SETTING_NAMES, SettingsError, load_settings
+    from kgen.option_table import OPTIONS, RUN_OPTION_NAMES
+    from kgen.settings import SettingsError, load_settings
     from kgen.validation_errors import validation_message
 
-    unknown = sorted(set(extra) - set(RunOptions.model_fields))
+    chosen = {**(choices or {}), **more}
+    unknown = sorted(set(chosen) - set(RUN_OPTION_NAMES))
     if unknown:
-        raise KgenUsageError(f"unknown option(s) {', '.join(unknown)}")
-    # an option a person can also set in the config file or KGEN_* goes through the settings
-    overrides = {**overrides, **{name: extra.pop(name) for name in list(extra) if name in SETTING_NAMES}}
-
+        near = difflib.get_close_matches(unknown[0], RUN_OPTION_NAMES, n=1)
+        raise KgenUsageError(f"unknown option(s) {', '.join(unknown)}"
+                             + (f" (did you mean {near[0]!r}?)" if near else ""))
     try:
-        settings = load_settings(overrides)
+        settings = load_settings({o.name: chosen.get(o.name) for o in OPTIONS
+                                  if o.is_setting and o.run is not None})
     except SettingsError as exc:
         raise KgenUsageError(str(exc)) from exc
+    problem = chosen.get("problem")
     if problem is not None and not Path(problem).expanduser().is_file():
         raise KgenUsageError(f"problem file not found: {problem}")
     if settings.executor != "local":
         raise KgenUsageError(
             f"executor '{settings.executor}' is not available in this version; use executor = \"local\"")
+    # a setting the run keeps as is comes from the settings (None there is a value: no limit);
+    # a run-only one from the choices, where None means "not given"
+    copied: dict[str, Any] = {}
+    for entry in OPTIONS:
+        if entry.run == "copied" and entry.is_setting:
+            copied[entry.name] = getattr(settings, entry.name)
+        elif entry.run == "copied" and chosen.get(entry.name) is not None:
+            copied[entry.name] = chosen[entry.name]
     try:
         options = RunOptions(
-            request=request, problem_file=str(problem) if problem else None, models=settings.models,
+            request=request, problem_file=str(problem) if problem else None,
             backend=settings.backend if settings.sources.get("backend", "default") != "default" else None,
-            targets=settings.targets, device=settings.device, budget=settings.budget,
-            generations=settings.generations, time_s=settings.time_s,
-            max_cost_usd=settings.max_cost_usd, kb=settings.kb_location, kb_embedding=settings.kb_embedding,
-            eval_timeout_s=settings.eval_timeout_s, train_check=settings.train_check,
-            llm_timeout_s=settings.llm_timeout_s, llm_retries=settings.llm_retries, seed=seed,
-            persist=persist, **extra,
+            kb=settings.kb_location, kb_embedding=settings.kb_embedding, **copied,
         )
     except ValidationError as exc:
         raise KgenUsageError(validation_message(exc)) from exc
@@ -76,51 +92,68 @@ def api_keys(settings: Settings) -> dict[str, str]:
     return keys
 
 
-def generate(
-    request: str,
-    *,
-    models: list[str] | None = None,
-    targets: list[str] | None = None,
-    backend: str | None = None,
-    budget: int | None = None,
-    generations: int | None = None,
-    time_s: float | None = None,
-    max_cost_usd: float | None = None,
-    problem: str | Path | None = None,
-    kb: str | None = None,
-    out: str | Path | None = None,
-    device: str | None = None,
-    llm_timeout_s: float | None = None,
-    llm_retries: int | None = None,
-    seed: int = 0,
-    persist: bool = True,
-    progress: Callable[[str], None] | None = None,
-    **run_extra: Any,
-) -> RunSummary:
+def generate(request: str, **options: Any) -> RunSummary:
     """Generate, verify, measure and remember a kernel; the run's summary.
 
-    ``models=[]`` forces offline mode; ``None`` means "as configured". ``time_s`` bounds the
-    run, model calls included; ``llm_timeout_s`` bounds one model call (every attempt and a
-    reply however slowly it comes), ``llm_retries`` how often a failed call is tried again
-    within it. The summary's ``best`` maps each target to its best verified kernel (module
-    path, timings, evidence); ``run_dir`` holds every candidate, prompt, reply and evaluation.
+    Every option is keyword-only. A setting defaults to None, "as configured" (``KGEN_*``,
+    then ``$KGEN_HOME/config.toml``, then the built-in default), so ``models=[]`` forces
+    offline mode; an option of this run alone (not configurable) shows its own default.
+    ``progress`` receives the run's event lines. The summary's ``best`` maps each target to
+    its best verified kernel (module path, timings, evidence); ``run_dir`` holds every
+    candidate, prompt, reply and evaluation. An unknown option is a ``KgenUsageError``.
     """
     from kgen.agent.graph import RunError
     from kgen.agent.runs import start_run
 
-    options, settings = run_options(
-        request,
-        {"models": models, "targets": targets, "backend": backend, "budget": budget,
-         "generations": generations, "time_s": time_s, "max_cost_usd": max_cost_usd, "kb": kb,
-         "device": device, "llm_timeout_s": llm_timeout_s, "llm_retries": llm_retries},
-        problem=problem, seed=seed, persist=persist, **run_extra,
-    )
+    progress: Callable[[str], None] | None = options.pop("progress", None)
+    run, settings = run_options(request, options)
+    out = options.get("out")
     try:
-        return start_run(options, runs_dir=settings.runs_location,
+        return start_run(run, runs_dir=settings.runs_location,
                          out=Path(out) if out is not None else None, progress=progress,
                          api_keys=api_keys(settings))
     except (RunError, FileExistsError) as exc:
         raise KgenUsageError(str(exc)) from exc
+
+
+def _generate_signature(options: Sequence[Option] | None = None) -> inspect.Signature:
+    """``generate``'s signature as ``inspect.signature``, IDEs and ``help()`` show it: the
+    request, then every run option of ``kgen.option_table`` keyword-only (None = as
+    configured; a run-only option at its default), then ``progress``."""
+    from kgen.option_table import OPTIONS
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
+    for entry in OPTIONS if options is None else options:
+        if entry.run is None:
+            continue
+        if entry.is_setting:
+            parameters.append(inspect.Parameter(entry.name, keyword, default=None,
+                                                annotation=Optional[entry.public_type()]))  # noqa: UP045
+        else:
+            parameters.append(inspect.Parameter(entry.name, keyword, default=entry.default,
+                                                annotation=entry.public_type()))
+    parameters.append(inspect.Parameter("progress", keyword, default=None,
+                                        annotation=Optional[Callable[[str], None]]))  # noqa: UP045
+    return inspect.Signature(parameters, return_annotation="RunSummary")
+
+
+def _options_doc() -> str:
+    """One line per option for ``help(kgen.generate)``, from the same table."""
+    import textwrap
+
+    from kgen.option_table import OPTIONS
+
+    lines = ["", "    Options (config-file keys and details: ``kgen config --default``):"]
+    for entry in OPTIONS:
+        if entry.run is not None:
+            lines.append(textwrap.fill(f"{entry.name}: {entry.full_help()}", width=92, initial_indent=" " * 8,
+                                       subsequent_indent=" " * 12))
+    return "\n".join(lines) + "\n"
+
+
+generate.__signature__ = _generate_signature()  # type: ignore[attr-defined]
+generate.__doc__ = (generate.__doc__ or "") + _options_doc()
 
 
 def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> EvalResult:

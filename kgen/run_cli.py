@@ -9,14 +9,18 @@ resume the run).
 
 from __future__ import annotations
 
+import inspect
 import time
-from pathlib import Path
-from typing import Annotated
+from collections.abc import Callable, Collection, Sequence
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
 
+from kgen.option_table import OPTIONS, Option
 from kgen.terminal import console, err_console, fail_usage
+
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 def _settings(overrides: dict):
@@ -82,37 +86,53 @@ def _run(start) -> None:
     return summary
 
 
+def run_option_parameters(exclude: Collection[str] = (),
+                          options: Sequence[Option] = OPTIONS) -> list[inspect.Parameter]:
+    """The flags of every run option that has one, as typer reads them from a signature:
+    keyword-only ``Annotated[type, typer.Option(...)]`` parameters named after the options,
+    None ("as configured") for a setting, the table's default for a run-only option."""
+    parameters = []
+    for entry in options:
+        if not entry.flags or entry.run is None or entry.name in exclude:
+            continue
+        flag = typer.Option(*entry.flags, help=escape(entry.full_help()), metavar=entry.metavar,
+                            rich_help_panel=entry.section)
+        parameters.append(inspect.Parameter(
+            entry.name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[entry.flag_type(), flag],
+            default=None if entry.is_setting else entry.default))
+    return parameters
+
+
+def with_run_options(exclude: Collection[str] = ()) -> Callable[[Command], Command]:
+    """Give a command every run option's flag, as `kgen run` has them (`kgen solve SUITE_DIR`
+    takes the same): the command declares its own arguments and options, then ``**options``,
+    and receives the parsed run options there (option name -> value, None = not given),
+    ready for ``kgen.api.run_options(request, options)``::
+
+        @with_run_options(exclude={"problem"})
+        def solve_command(suite: Annotated[Path, typer.Argument()], *, json_output: ... = False,
+                          **options: Any) -> None: ...
+
+    typer reads ``__signature__``: the command's positional parameters, the run options (in
+    the table's order, grouped in `--help` by section), then its own keyword-only ones."""
+
+    def decorate(command: Command) -> Command:
+        own = inspect.signature(command, eval_str=True).parameters.values()
+        first = [p for p in own if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        last = [p for p in own if p.kind == p.KEYWORD_ONLY]
+        command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [*first, *run_option_parameters(exclude), *last])
+        return command
+
+    return decorate
+
+
+@with_run_options()
 def run_command(
     request: Annotated[str, typer.Argument(help="What to build, e.g. 'Triton RMSNorm backward for H100'.")],
-    model: Annotated[list[str] | None, typer.Option(
-        "--model", "-m", help="Model to ask, repeatable: openai:gpt-5, anthropic:claude-sonnet-4-5, "
-        "openai:NAME@http://host:8000/v1 (local server; ...#VAR sends it the key in $VAR), NAME*2 "
-        "for weight 2. None: offline mode.")] = None,
-    target: Annotated[list[str] | None, typer.Option(
-        "--target", "-t", help="Hardware target, repeatable (h100, mi300x, ...). Default: the "
-        "request's, else the local GPU's, else h100.")] = None,
-    backend: Annotated[str | None, typer.Option(help="triton or cute. Default: the request's, else triton.")] = None,
-    budget: Annotated[int | None, typer.Option(help="Candidates to evaluate in all.")] = None,
-    generations: Annotated[int | None, typer.Option(help="Generations of the search.")] = None,
-    time_s: Annotated[float | None, typer.Option("--time", help="Wall-clock limit of the run, seconds; "
-        "model calls still waiting when it runs out are ended.")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop once model calls cost this many USD.")] = None,
-    problem: Annotated[Path | None, typer.Option(
-        "--problem", help="Your own KernelBench-format problem file instead of the catalog.")] = None,
-    kb: Annotated[str | None, typer.Option("--kb", metavar="DIR|URL", help="Knowledge base location.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Run directory (default $KGEN_HOME/runs/<id>).")] = None,
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the search's random choices.")] = 0,
-    persist: Annotated[bool, typer.Option("--persist/--no-persist", help="Write winners to the knowledge base.")] = True,
-    train_check: Annotated[bool | None, typer.Option("--train-check", help="Train a small model with the winner's gradients.")] = None,
-    llm_timeout: Annotated[float | None, typer.Option(
-        "--llm-timeout", metavar="SECONDS", help="Deadline of one model call: every attempt, the waits "
-        "between them and a reply however slowly it arrives; a model that has not answered by then gives "
-        "no candidate this time. Default: llm_timeout_s (`kgen config`).")] = None,
-    llm_retries: Annotated[int | None, typer.Option(
-        "--llm-retries", metavar="N", help="How often a failed model call (rate limit, HTTP 5xx, dropped "
-        "connection) is tried again, within --llm-timeout. Default: llm_retries (`kgen config`).")] = None,
+    *,
     json_output: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+    **options: Any,
 ) -> None:
     """Generate, verify, measure and remember a kernel for a request (the main job).
 
@@ -128,17 +148,10 @@ def run_command(
     from kgen.api import KgenUsageError, api_keys, run_options
 
     try:
-        options, settings = run_options(
-            request,
-            {"models": model, "targets": target, "backend": backend, "budget": budget,
-             "generations": generations, "time_s": time_s, "max_cost_usd": max_cost, "kb": kb,
-             "device": device, "train_check": train_check, "llm_timeout_s": llm_timeout,
-             "llm_retries": llm_retries},
-            problem=problem, seed=seed, persist=persist,
-        )
+        run, settings = run_options(request, options)
     except KgenUsageError as exc:
         fail_usage(str(exc))
-    summary = _run(lambda progress: start_run(options, runs_dir=settings.runs_location, out=out,
+    summary = _run(lambda progress: start_run(run, runs_dir=settings.runs_location, out=options.get("out"),
                                               progress=progress, api_keys=api_keys(settings)))
     _report(summary, json_output)
 

@@ -17,14 +17,20 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic.types import StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from kgen.config import kgen_home
+from kgen.option_table import (
+    ENV_PREFIX,
+    OPTIONS,
+    Option,
+    option,
+    pydantic_fields,
+    render_default_config,
+)
 from kgen.validation_errors import error_message
 
 if sys.version_info >= (3, 11):
@@ -32,53 +38,24 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-ENV_PREFIX = "KGEN_"
 #: the environment variable naming a config file other than $KGEN_HOME/config.toml
 CONFIG_ENV = "KGEN_CONFIG"
-
-NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
 class SettingsError(ValueError):
     """A config file, environment variable or argument kgen cannot use; the message is one line."""
 
 
-class Settings(BaseModel):
-    """The effective configuration of one kgen process. ``sources`` says where each value came from."""
+class _SettingsRules(BaseModel):
+    """What :class:`Settings` adds to its fields, which ``kgen.option_table`` declares: the
+    checks that need kgen's registries, where each value came from, and resolved locations."""
 
     model_config = ConfigDict(extra="forbid")
 
-    #: "provider:model[@base_url][*weight]"; empty = offline mode
-    models: list[NonEmpty] = Field(default_factory=list)
-    backend: NonEmpty = "triton"
-    #: canonical hardware target names; empty = the local GPU's target, else h100
-    targets: list[NonEmpty] = Field(default_factory=list)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    #: candidates evaluated per run
-    budget: int = Field(default=12, ge=1)
-    generations: int = Field(default=3, ge=1)
-    #: wall-clock limit per run, seconds; None = no limit
-    time_s: float | None = Field(default=None, gt=0)
-    max_cost_usd: float | None = Field(default=None, ge=0)
-    #: a directory or an http(s) URL of a Chroma server; None = $KGEN_HOME/kb
-    kb: NonEmpty | None = None
-    #: the knowledge base's embedding: "kgen-hash" (offline), "sentence-transformers:MODEL", "openai:MODEL"
-    kb_embedding: NonEmpty = "kgen-hash"
-    #: None = $KGEN_HOME/runs
-    runs_dir: NonEmpty | None = None
-    executor: Literal["local", "ray"] = "local"
-    eval_timeout_s: float = Field(default=300.0, gt=0)
-    train_check: bool = False
-    #: the most one model call may take, seconds: every attempt, wait and slow reply included
-    llm_timeout_s: float = Field(default=300.0, gt=0)
-    #: how often a failed model call (429, 5xx, dropped connection) is tried again, within llm_timeout_s
-    llm_retries: int = Field(default=3, ge=0)
-    openai_api_key: SecretStr | None = None
-    anthropic_api_key: SecretStr | None = None
     #: field name -> "default" | "config file <path>" | "env KGEN_X" | "flag"
     sources: dict[str, str] = Field(default_factory=dict, repr=False)
 
-    @field_validator("backend")
+    @field_validator("backend", check_fields=False)
     @classmethod
     def _known_backend(cls, value: str) -> str:
         from kgen.backends.registry import known_backends
@@ -87,7 +64,7 @@ class Settings(BaseModel):
             raise ValueError(f"unknown backend {value!r}; known backends: {', '.join(known_backends())}")
         return value.lower()
 
-    @field_validator("targets")
+    @field_validator("targets", check_fields=False)
     @classmethod
     def _known_targets(cls, value: list[str]) -> list[str]:
         from kgen.backends.targets import UnknownTargetError, resolve_target
@@ -102,7 +79,7 @@ class Settings(BaseModel):
                 names.append(canonical)
         return names
 
-    @field_validator("kb")
+    @field_validator("kb", check_fields=False)
     @classmethod
     def _path_or_http_url(cls, value: str | None) -> str | None:
         if value is not None and "://" in value and not _is_http_url(value):
@@ -112,52 +89,39 @@ class Settings(BaseModel):
     @property
     def kb_location(self) -> str:
         """Where the knowledge base lives: an http(s) URL as given, else an absolute directory."""
-        if self.kb is None:
+        kb = getattr(self, "kb")  # noqa: B009 - a field of the derived class
+        if kb is None:
             return str(kgen_home() / "kb")
-        if _is_http_url(self.kb):
-            return self.kb
-        return str(Path(self.kb).expanduser())
+        if _is_http_url(kb):
+            return kb
+        return str(Path(kb).expanduser())
 
     @property
     def runs_location(self) -> Path:
         """The directory that holds one folder per run."""
-        return Path(self.runs_dir).expanduser() if self.runs_dir else kgen_home() / "runs"
+        runs_dir = getattr(self, "runs_dir")  # noqa: B009 - a field of the derived class
+        return Path(runs_dir).expanduser() if runs_dir else kgen_home() / "runs"
 
 
+class Settings(create_model("SettingsFields", __base__=_SettingsRules, __module__=__name__,
+                            **pydantic_fields(o for o in OPTIONS if o.is_setting))):
+    """The effective configuration of one kgen process. ``sources`` says where each value came
+    from. The fields (type, default, bounds) are the settings ``kgen.option_table`` declares."""
+
+
+_SETTINGS: dict[str, Option] = {o.name: o for o in OPTIONS if o.is_setting}
 #: every option a person can set, in the order the default config file documents them
-SETTING_NAMES: tuple[str, ...] = tuple(name for name in Settings.model_fields if name != "sources")
-SECRET_NAMES: frozenset[str] = frozenset({"openai_api_key", "anthropic_api_key"})
-_LIST_NAMES = frozenset({"models", "targets"})
-_OPTIONAL_NAMES = frozenset({"time_s", "max_cost_usd", "kb", "runs_dir", *SECRET_NAMES})
-_PATH_NAMES = frozenset({"kb", "runs_dir"})
-
-#: what a person should write, for error messages ("KGEN_BUDGET: expected an integer ≥1, got 'abc'")
-_EXPECTED: dict[str, str] = {
-    "models": "a list of non-empty model strings such as 'openai:gpt-5'",
-    "backend": "a backend name such as 'triton'",
-    "targets": "a list of hardware target names such as 'h100'",
-    "device": "one of auto, cpu, cuda",
-    "budget": "an integer ≥1",
-    "generations": "an integer ≥1",
-    "time_s": "a number of seconds >0",
-    "max_cost_usd": "a number ≥0",
-    "kb": "a directory path or an http(s) URL",
-    "kb_embedding": "kgen-hash, sentence-transformers:MODEL or openai:MODEL",
-    "runs_dir": "a directory path",
-    "executor": "one of local, ray",
-    "eval_timeout_s": "a number of seconds >0",
-    "train_check": "true or false",
-    "llm_timeout_s": "a number of seconds >0",
-    "llm_retries": "an integer ≥0",
-    "openai_api_key": "a non-empty string",
-    "anthropic_api_key": "a non-empty string",
-}
+SETTING_NAMES: tuple[str, ...] = tuple(_SETTINGS)
+SECRET_NAMES: frozenset[str] = frozenset(name for name, o in _SETTINGS.items() if o.is_secret)
+_LIST_NAMES = frozenset(name for name, o in _SETTINGS.items() if o.is_list)
+_OPTIONAL_NAMES = frozenset(name for name, o in _SETTINGS.items() if o.is_optional)
+_PATH_NAMES = frozenset(name for name, o in _SETTINGS.items() if o.relative_to_config)
 
 
 def default_of(name: str) -> Any:
-    """A setting's built-in default, declared once, on :class:`Settings`: the run's options, the
-    model clients and the CLI's help read it from there instead of repeating the value."""
-    return Settings.model_fields[name].get_default(call_default_factory=True)
+    """A setting's built-in default, declared once, in ``kgen.option_table``: the model
+    clients and others read it from there instead of repeating the value."""
+    return option(name).default_value()
 
 
 def env_var(name: str) -> str:
@@ -172,8 +136,9 @@ def config_file_path() -> Path:
 
 
 def default_config_text() -> str:
-    """The shipped config file that documents every option, all commented out."""
-    return resources.files("kgen").joinpath("default_config.toml").read_text(encoding="utf-8")
+    """The config file that documents every option, all commented out: rendered from the
+    option table, so it is right even where the shipped copy (kgen/default_config.toml) is stale."""
+    return render_default_config()
 
 
 def load_settings(
@@ -279,7 +244,7 @@ def _validate(name: str, value: object, *, where: str, raw: object) -> Any:
         shown = "<hidden>" if name in SECRET_NAMES else repr(raw)
         if error["type"] == "value_error":
             raise SettingsError(f"{where}: {error_message(error)}") from None
-        raise SettingsError(f"{where}: expected {_EXPECTED[name]}, got {shown}") from None
+        raise SettingsError(f"{where}: expected {option(name).expected}, got {shown}") from None
 
 
 def _split_list(text: str) -> list[str]:
@@ -334,7 +299,7 @@ def _shown_value(settings: Settings, name: str, source: str) -> str:
         return f"{value:g} s"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    return "not set" if value is None else str(value)
 
 
 def _short_source(source: str) -> str:
