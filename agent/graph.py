@@ -24,14 +24,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from kgen.agent.archive import SearchArchive
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions, local_target
 from kgen.agent.search_policy import (
     CandidateRecord,
     CandidateTask,
+    apply_result,
     best_for,
-    plan_offline,
-    plan_with_models,
+    describe,
+    plan_generation,
     split_budget,
 )
 
@@ -76,6 +78,8 @@ class RunState(TypedDict, total=False):
     usage: Annotated[dict, _merge_usage]
     stop_reason: str
     winners: dict[str, dict]
+    #: the search's archive per target (``archive.SearchArchive``), updated after each generation
+    archive: dict
 
 
 class TaskInput(TypedDict):
@@ -331,17 +335,15 @@ class Runner:
         baselines = {t: (v[0], v[1]) for t, v in (state.get("baselines") or {}).items()}
         if generation >= len(sizes):
             return {"tasks": []}
-        if self.options.offline:
-            sources = {r.id: self.run.candidate_source(r.id).read_text() for r in records
-                       if self.run.candidate_source(r.id).is_file()}
-            rng = random.Random(f"{self.options.seed}-{generation}")
-            tasks = plan_offline(generation, sizes[generation], spec["targets"], records, sources,
-                                 baselines, rng)
-        else:
+        sources = {r.id: self.run.candidate_source(r.id).read_text() for r in records
+                   if self.run.candidate_source(r.id).is_file()}
+        models = None
+        if not self.options.offline:
             ensemble = Ensemble([parse_model(m) for m in self.options.models])
-            labels = [m.label for m in ensemble.allocate(sizes[generation])]
-            tasks = plan_with_models(generation, sizes[generation], spec["targets"], records,
-                                     baselines, labels)
+            models = lambda n: [m.label for m in ensemble.allocate(n)]  # noqa: E731
+        tasks = plan_generation(generation, sizes[generation], spec["targets"], records, sources, baselines,
+                                self.archive(state), random.Random(f"{self.options.seed}-{generation}"),
+                                models=models)
         self.say(f"generation {generation}: {len(tasks)} candidate(s) "
                  f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
         only_remeasures = bool(tasks) and all(t.kind == "baseline" for t in tasks)
@@ -390,13 +392,18 @@ class Runner:
 
     def _ask_model(self, task: CandidateTask, payload: TaskInput) -> tuple[str | None, str, dict]:
         from kgen.agent.code_extraction import NoCodeError, extract_candidate
-        from kgen.agent.prompt_context import render_system
+        from kgen.agent.prompt_context import render_system, task_prompt
         from kgen.agent.providers import ProviderError
 
         # a reply paid for before an interruption is on disk: the recorded client reuses it
         client = self._recorded(task.model, f"candidates/{task.id}")
         system = render_system(payload["spec"]["backend"])
-        user = self._prompt(task, payload)
+        user = task_prompt(
+            task, problem=payload["spec"]["problem"], backend=payload["spec"]["backend"], dtype=payload["dtype"],
+            examples=payload["examples"], guidance=payload["guidance"],
+            descriptions={p: c.get("description", "") for p, c in payload["parents"].items()},
+            read_source=lambda c: self.run.candidate_source(c).read_text(), load_eval=self.load_eval,
+        )
         try:
             completion = client.complete(system, user, max_tokens=16000, temperature=0.7)
         except ProviderError as exc:
@@ -410,56 +417,16 @@ class Runner:
         except NoCodeError as exc:
             return None, str(exc), usage
 
-    def _prompt(self, task: CandidateTask, payload: TaskInput) -> str:
-        from kgen.agent.prompt_context import (
-            Measurements,
-            ParentKernel,
-            PromptExample,
-            PromptGuidance,
-            TaskContext,
-            measurements_from_result,
-            rejection_from_result,
-            render_crossover,
-            render_fix,
-            render_generate,
-            render_improve,
-        )
-        from kgen.backends.targets import resolve_target
-        from kgen.evals.catalog import resolve_problem
-
-        spec = payload["spec"]
-        ctx = TaskContext.from_problem(
-            resolve_problem(spec["problem"]), spec["backend"], resolve_target(task.target),
-            dtypes=[payload["dtype"]],
-            examples=[PromptExample.model_validate(e) for e in payload["examples"]],
-            guidance=[PromptGuidance.model_validate(g) for g in payload["guidance"]],
-        )
-
-        def parent(candidate_id: str) -> ParentKernel:
-            result = self.load_eval(candidate_id)
-            return ParentKernel(
-                source=self.run.candidate_source(candidate_id).read_text(),
-                measurements=measurements_from_result(result) if result else Measurements(),
-                description=payload["parents"].get(candidate_id, {}).get("description", ""),
-            )
-
-        if task.kind == "improve":
-            return render_improve(ctx, parent(task.parent_ids[0]))
-        if task.kind == "crossover":
-            return render_crossover(ctx, parent(task.parent_ids[0]), parent(task.parent_ids[1]))
-        if task.kind == "fix":
-            bad = task.parent_ids[0]
-            return render_fix(ctx, self.run.candidate_source(bad).read_text(),
-                              rejection_from_result(self.load_eval(bad)))
-        return render_generate(ctx)
-
     # -- evaluate --------------------------------------------------------------------
 
     def eval_options(self, state: RunState, target: str, *, full: bool):
-        return agent_eval_options(
+        options = agent_eval_options(
             self.device, state["spec"]["backend"], target, full=full, train_check=self.options.train_check,
             timeout_s=self.options.eval_timeout_s, run_path=self.run.path,
         )
+        # every candidate is cross-compiled for every target of the run: one made for H100 may
+        # serve MI300X too (its archive takes it if it compiles there; timed only where present)
+        return options.model_copy(update={"also_compile_for": [t for t in state["spec"]["targets"] if t != target]})
 
     def load_eval(self, candidate_id: str, name: str = "eval.json"):
         from kgen.evals.result import EvalResult
@@ -517,18 +484,41 @@ class Runner:
     def records(self, state: RunState) -> list[CandidateRecord]:
         return [CandidateRecord.model_validate(c) for c in (state.get("candidates") or {}).values()]
 
+    def archive(self, state: RunState) -> SearchArchive:
+        if state.get("archive"):
+            return SearchArchive.model_validate(state["archive"])
+        return SearchArchive.new(state["spec"]["targets"], self.options.islands)
+
+    def _features(self, backend: str, record: CandidateRecord) -> dict[str, str]:
+        from kgen.backends.registry import get_backend
+
+        path = self.run.candidate_source(record.id)
+        return get_backend(backend).strategy_features(path.read_text()) if path.is_file() else {}
+
     def select(self, state: RunState) -> dict:
+        from kgen.agent.operators import operator_stats
         from kgen.agent.usage import UsageLedger
 
         records = self.records(state)
         generation = state.get("generation", 0)
+        archive = self.archive(state)
+        backend = state["spec"]["backend"]
+        for line in archive.update(records, lambda r: self._features(backend, r), generation):
+            self.say(line)
+        self.run.write("search.json", json.dumps({
+            "archive": archive.model_dump(mode="json"),
+            "operators": {k: v.model_dump(mode="json") for k, v in operator_stats(records).items()},
+        }, indent=1))
         for target in state["spec"]["targets"]:
             best = best_for(records, target)
             if best:
-                self.say(f"after generation {generation}, best for {target}: {best[0].id} ({describe(best[0])})")
+                self.say(f"after generation {generation}, best for {target}: {best[0].id} ({describe(best[0])}; "
+                         f"{archive.targets[target].cell_count()} strateg(ies) in the archive)")
         ledger = UsageLedger.model_validate(state.get("usage") or {})
-        stop = ""
-        if generation + 1 >= len(self.budget_plan(state)):
+        stop = self._search_stop(archive)
+        if stop:
+            pass
+        elif generation + 1 >= len(self.budget_plan(state)):
             stop = "budget spent" if len(records) >= self.options.budget else "all generations run"
             if self.options.offline and self.device == "cpu" and len(records) < self.options.budget:
                 stop = (f"no GPU: tuned variants cannot be ranked without timings, so the known kernel "
@@ -538,10 +528,24 @@ class Runner:
             stop = f"time limit ({self.options.time_s:.0f} s) reached"
         elif self.options.max_cost_usd is not None and ledger.total_cost_usd >= self.options.max_cost_usd:
             stop = f"cost limit (${self.options.max_cost_usd:.2f}) reached"
+        update = {"archive": archive.model_dump(mode="json")}
         if stop:
             self.say(f"stopping: {stop}")
-            return {"stop_reason": stop}
-        return {"generation": generation + 1, "tasks": []}
+            return {**update, "stop_reason": stop}
+        return {**update, "generation": generation + 1, "tasks": []}
+
+    def _search_stop(self, archive: SearchArchive) -> str:
+        """Stop early when every target's search has plateaued, or reached the asked % of SOL."""
+        options = self.options
+        bests = {t: a.best() for t, a in archive.targets.items()}
+        if options.target_pct_of_sol is not None and bests and all(
+                b is not None and b.pct_of_sol is not None and b.pct_of_sol >= options.target_pct_of_sol
+                for b in bests.values()):
+            return f"{options.target_pct_of_sol:g}% of speed-of-light reached"
+        if options.plateau_generations > 0 and archive.targets and all(
+                a.plateau >= options.plateau_generations for a in archive.targets.values()):
+            return f"no faster kernel in {options.plateau_generations} generation(s) (plateau)"
+        return ""
 
     def after_select(self, state: RunState) -> str:
         return "persist" if state.get("stop_reason") else "plan"
@@ -580,23 +584,15 @@ class Runner:
 
     def _write_back(self, state: RunState, record: CandidateRecord, result, target: str) -> str:
         from kgen.knowledge_base.errors import KnowledgeBaseError
-        from kgen.knowledge_base.schema import Provenance
         from kgen.knowledge_base.seeding import open_knowledge_base
-        from kgen.knowledge_base.write_back import entry_from_result, record_kernel
+        from kgen.knowledge_base.write_back import entry_for_candidate, record_kernel
 
         if not self.options.persist:
             return "not written (--no-persist)"
-        provenance = Provenance(
-            model=record.model or ("offline-mutation" if record.origin == "mutation" else "knowledge-base"),
-            run_id=self.run.run_id,
-            parent_ids=[p.removeprefix("kb:") for p in record.parent_ids] + ([record.kb_id] if record.kb_id else []),
-            generation=record.generation,
-        )
-        entry = entry_from_result(
-            result, self.run.candidate_source(record.id).read_text(),
+        entry = entry_for_candidate(
+            result, self.run.candidate_source(record.id).read_text(), record, run_id=self.run.run_id,
             spec_text=self.options.request, target=target, dtype=state["dtype"],
-            provenance=provenance, operation=state["spec"]["operation"],
-            shapes=state["spec"]["shapes"],
+            operation=state["spec"]["operation"], shapes=state["spec"]["shapes"],
         )
         try:
             outcome = record_kernel(open_knowledge_base(self.options.kb, embedding=self.options.kb_embedding), entry, generation_best=True)
@@ -613,46 +609,6 @@ class Runner:
 
         write_outputs(self, state)
         return {}
-
-
-def apply_result(record: CandidateRecord, result) -> CandidateRecord:
-    """A candidate's record updated with its evaluation's verdict, timing and compile report."""
-    from kgen.agent.prompt_context import kernel_lines
-    from kgen.backends.targets import UnknownTargetError, resolve_target
-    from kgen.knowledge_base.write_back import timing_from_result
-
-    timing = timing_from_result(result)
-    timed_target = None
-    if timing.measured and timing.device_name:
-        try:
-            timed_target = resolve_target(timing.device_name).name
-        except UnknownTargetError:
-            timed_target = None
-    return record.model_copy(update={
-        **timing.model_dump(),
-        "status": "evaluated",
-        "verdict": result.verdict.value,
-        "rejection": result.rejection.value if result.rejection else (
-            result.inconclusive.value if result.inconclusive else None
-        ),
-        "reason": result.reason,
-        "timed_target": timed_target,
-        "kernels": kernel_lines(result.kernels),
-        "seconds": result.seconds,
-    })
-
-
-def describe(record: CandidateRecord) -> str:
-    if record.status == "no_code":
-        return f"no code ({record.reason})"
-    if not record.passed:
-        return f"{(record.verdict or 'rejected').upper()} ({record.rejection}): {record.reason}"
-    if record.time_ms is None:
-        return "passed (not timed: no GPU)"
-    speed = f"{record.time_ms:.4g} ms"
-    if (versus := record.speedup_text("torch.compile")) is not None:
-        speed += f", {versus}"
-    return f"passed, {speed}"
 
 
 def build_graph(runner: Runner, checkpointer: Any):

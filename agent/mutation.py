@@ -634,3 +634,42 @@ def _fits(tunables: list[Tunable], move: dict[str, tuple[Tunable, int]], target:
 
 def _first_int(values: Iterable[int | str]) -> int | None:
     return next((v for v in values if isinstance(v, int)), None)
+
+
+# --------------------------------------------------------------------------------------
+# The whole parameter space (an exhaustive sweep's, to compare a search with)
+# --------------------------------------------------------------------------------------
+
+
+def parameter_space(source: str, target: HardwareTarget) -> list[dict[str, int]]:
+    """Every combination of ``source``'s knob choices for ``target`` that :func:`mutate`
+    could also produce: the product of each knob's choices, in source order and ascending
+    values (the last knob moving fastest), without the matmul tilings that overflow the
+    target's shared memory or a thread's registers (the rule ``mutate`` applies).
+
+    Each point names every knob and goes straight to :func:`apply_values`. A knob whose
+    source span nests inside an earlier knob's (so the two cannot both be rewritten) stays
+    out of the space at its current value. Block-size choices are relative to the current
+    value (a quarter to four times it), so the space is the one around ``source``: a search
+    that moves on from a variant can reach values outside it. No knobs: an empty list.
+    """
+    from itertools import product
+
+    tunables: list[Tunable] = []
+    for tunable in find_tunables(source, target):
+        spans = [span for kept in tunables for span in kept.spans]
+        if not any(a.overlaps(b) for a in tunable.spans for b in spans):
+            tunables.append(tunable)
+    if not tunables:
+        return []
+    points = []
+    for values in product(*(t.choices for t in tunables)):
+        move = {t.name: (t, value) for t, value in zip(tunables, values, strict=True)}
+        if _fits(tunables, move, target):
+            points.append({t.name: value for t, value in zip(tunables, values, strict=True)})
+    return points
+
+
+def space_size(source: str, target: HardwareTarget) -> int:
+    """How many configurations :func:`parameter_space` holds for ``source`` on ``target``."""
+    return len(parameter_space(source, target))

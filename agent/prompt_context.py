@@ -23,7 +23,7 @@ tokens at ~4 characters a token, under a 12k-token ceiling):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,6 +33,7 @@ from kgen.agent.templates import render_template
 from kgen.evals.result import EvalResult, StageStatus, Trial
 
 if TYPE_CHECKING:
+    from kgen.agent.candidates import CandidateIdentity
     from kgen.backends.base import KernelReport
     from kgen.backends.targets import HardwareTarget
     from kgen.evals.problem import ProblemInfo
@@ -504,3 +505,39 @@ def kernel_lines(reports: Iterable[KernelReport]) -> list[str]:
         if line not in lines:
             lines.append(line)
     return lines
+
+
+def task_prompt(task: CandidateIdentity, *, problem: str, backend: str, dtype: str, examples: list[dict],
+                guidance: list[dict], descriptions: dict[str, str], read_source: Callable[[str], str],
+                load_eval: Callable[[str], EvalResult | None]) -> str:
+    """The user prompt of one model task: the problem, examples and guidance, and per operator
+    its parents with their measurements (``improve``, ``crossover``) or the rejected source
+    with the verifier's evidence (``fix``)."""
+    from kgen.backends.targets import resolve_target
+    from kgen.evals.catalog import resolve_problem
+
+    ctx = TaskContext.from_problem(
+        resolve_problem(problem), backend, resolve_target(task.target), dtypes=[dtype],
+        examples=[PromptExample.model_validate(e) for e in examples],
+        guidance=[PromptGuidance.model_validate(g) for g in guidance],
+    )
+
+    def parent(candidate_id: str) -> ParentKernel:
+        result = load_eval(candidate_id)
+        return ParentKernel(
+            source=read_source(candidate_id),
+            measurements=measurements_from_result(result) if result else Measurements(),
+            description=descriptions.get(candidate_id, ""),
+        )
+
+    if task.kind == "improve":
+        return render_improve(ctx, parent(task.parent_ids[0]))
+    if task.kind == "crossover":
+        return render_crossover(ctx, parent(task.parent_ids[0]), parent(task.parent_ids[1]))
+    if task.kind == "fix":
+        bad = task.parent_ids[0]
+        result = load_eval(bad)
+        if result is None:
+            return render_generate(ctx)
+        return render_fix(ctx, read_source(bad), rejection_from_result(result))
+    return render_generate(ctx)

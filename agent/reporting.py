@@ -94,7 +94,7 @@ def _module_text(record: CandidateRecord, source: str, summary_line: str) -> str
 
 
 def build_summary(runner: Runner, state: RunState) -> RunSummary:
-    from kgen.agent.graph import apply_result, describe
+    from kgen.agent.search_policy import apply_result, describe
     from kgen.agent.usage import UsageLedger
     from kgen.evals.catalog import resolve_problem
 

@@ -1,93 +1,54 @@
-"""The search policy: which candidates each generation asks for, and which one wins.
+"""The search policy: which candidates each generation asks for.
 
 Generation 0 always re-measures the knowledge base's best kernel for the
 problem (the "baseline"), so a run can never report something slower than
 what kgen already knew, and every other candidate is compared with it under
-the same conditions; the budget never squeezes it out (``split_budget``). Then,
-per target:
+the same conditions; the budget never squeezes it out (``split_budget``).
 
-* offline (no model): variants of the best kernels so far, made by tuning their
-  launch and tiling parameters (``mutation.py``); the two best passed kernels are
-  both parents, so one lucky variant does not collapse the search;
-* with models: the first generation asks for new kernels, spread over the
-  models by weight; later ones improve the best kernel, cross the two best,
-  and fix the most promising rejection, so a model sees the verifier's
-  evidence instead of repeating a mistake.
+Then, per target and per island of the target's archive (``archive.py``), the
+generation's slots go to operators (``operators.py``) in proportion to their
+recent success in this run:
+
+* without a model: ``sweep`` (every untried point of the parent's tunable space
+  when it fits in the slots, else one knob's whole line at a time: coordinate
+  search, which finds a good configuration in a fraction of an exhaustive
+  sweep) and ``mutate`` (random one- or two-knob moves from the island's
+  elites, so the search does not only walk one ridge);
+* with models, also ``generate``, ``improve`` (the island's best with its
+  measurements), ``crossover`` (the island's best and another strategy's
+  elite) and ``fix`` (the latest unfixed rejection, with the verifier's
+  evidence), so a model sees evidence instead of repeating a mistake.
 
 Fitness is measured time on the target's own hardware; correctness is a
-gate, never traded. A kernel verified here but not timed on its target (no
-GPU, or another GPU) can be correct but cannot be called faster.
+gate, never traded. Records and the ranking rule live in ``candidates.py``.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Literal
+from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, Field
+from kgen.agent.archive import SearchArchive
+from kgen.agent.candidates import (
+    CandidateIdentity,
+    CandidateRecord,
+    CandidateTask,
+    TaskKind,
+    apply_result,
+    best_for,
+    describe,
+    rank_key,
+)
+from kgen.agent.operators import MODEL_OPERATORS, allocate, operator_stats, operator_weights
 
-from kgen.knowledge_base.schema import Timing
+__all__ = ["CandidateIdentity", "CandidateRecord", "CandidateTask", "apply_result", "best_for",
+           "describe", "rank_key", "split_budget", "plan_generation"]
 
-Origin = Literal["knowledge_base", "mutation", "model"]
-TaskKind = Literal["baseline", "mutate", "generate", "improve", "fix", "crossover"]
-
-
-class CandidateIdentity(BaseModel):
-    """What a candidate is and where it came from; planned (and checkpointed) before any model
-    is called, so its id is stable across a resume."""
-
-    id: str
-    generation: int
-    target: str
-    kind: TaskKind
-    origin: Origin
-    model: str = ""
-    parent_ids: list[str] = Field(default_factory=list)
-    description: str = ""
-    #: knowledge-base id the source came from (baseline), for provenance
-    kb_id: str | None = None
-
-
-class CandidateTask(CandidateIdentity):
-    """One candidate to produce."""
-
-    #: ready source for baseline and mutation tasks; models write theirs
-    source: str | None = None
-
-
-class CandidateRecord(CandidateIdentity, Timing):
-    """A candidate and what became of it; its timing fields are the timing stage's
-    (``device_name`` is the GPU it was timed on)."""
-
-    status: Literal["pending", "no_code", "evaluated"] = "pending"
-    verdict: Literal["passed", "rejected", "inconclusive"] | None = None
-    rejection: str | None = None
-    reason: str = ""
-    #: the kgen target the timing GPU resolves to: a time counts only for that target
-    timed_target: str | None = None
-    kernels: list[str] = Field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict == "passed"
-
-    def time_on(self, target: str) -> float | None:
-        """Measured time counts for a target only when measured on that target's hardware."""
-        return self.time_ms if self.timed_target == target else None
-
-
-def rank_key(record: CandidateRecord, target: str) -> tuple:
-    """Passed first, then timed on the target and fastest, then earliest (the baseline first)."""
-    time = record.time_on(target)
-    return (not record.passed, time is None, time if time is not None else 0.0,
-            record.generation, record.id)
-
-
-def best_for(records: list[CandidateRecord], target: str, n: int = 1) -> list[CandidateRecord]:
-    """The n best passed candidates for a target."""
-    passed = [r for r in records if r.target == target and r.passed]
-    return sorted(passed, key=lambda r: rank_key(r, target))[:n]
+#: an operator's weight before it has any outcome in this run: once kernels are verified, a
+#: targeted improvement first, then recombination and repair, then fresh kernels; tuning is
+#: cheap (no model call) but rarely beats what a model rewrites, so it starts lower
+MODEL_PRIORS = {"improve": 1.0, "crossover": 0.8, "fix": 0.8, "generate": 0.6, "mutate": 0.4, "sweep": 0.4}
+OFFLINE_PRIORS = {"sweep": 1.0, "mutate": 0.5}
 
 
 def split_budget(budget: int, generations: int, remeasures: int = 0) -> list[int]:
@@ -140,85 +101,156 @@ def _shares(generation: int, size: int, targets: list[str],
     return remeasured, per_target(max(size - len(remeasured), 0), targets)
 
 
-def plan_offline(
+def _island_shares(n: int, islands: int) -> list[int]:
+    base, extra = divmod(n, islands)
+    return [base + (1 if i < extra else 0) for i in range(islands)]
+
+
+class _Planner:
+    """One generation's tasks for one target; ``tried`` is shared across targets and islands."""
+
+    def __init__(self, generation: int, target: str, records: Sequence[CandidateRecord],
+                 sources: dict[str, str], baseline: tuple[str, str] | None, archive: SearchArchive,
+                 rng: random.Random, tried: set[str]) -> None:
+        from kgen.backends.targets import resolve_target
+
+        self.generation, self.target, self.records = generation, target, records
+        self.sources, self.baseline, self.archive, self.rng, self.tried = sources, baseline, archive, rng, tried
+        self.hardware = resolve_target(target)
+        self.tasks: list[CandidateTask] = []
+
+    def parent_ids(self, island: int) -> list[str]:
+        """The island's verified kernels, best first: its archive's elites (best, a tournament
+        pick of another strategy, the rest), then the island's other passed kernels by rank, so
+        two good kernels of one strategy can still be crossed."""
+        target_archive = self.archive.targets.get(self.target)
+        ids = target_archive.parents(island, self.rng) if target_archive else []
+        islands = self.archive.island_count()
+        others = [r.id for r in best_for(list(self.records), self.target, n=len(self.records))
+                  if r.id not in ids and (r.island % islands == island or r.kind == "baseline")]
+        return ids + others
+
+    def parents(self, island: int) -> list[tuple[str, str]]:
+        """(id, source) of the island's parents for tuning, best first; the known kernel when
+        the island has none yet."""
+        found = [(i, self.sources[i]) for i in self.parent_ids(island) if i in self.sources]
+        if not found and self.baseline is not None:
+            found = [(f"kb:{self.baseline[0]}", self.baseline[1])]
+        return found
+
+    def add(self, kind: TaskKind, island: int, parent_ids: list[str], description: str,
+            source: str | None = None, model: str = "") -> None:
+        self.tasks.append(CandidateTask(
+            id="", generation=self.generation, target=self.target, kind=kind,
+            origin="model" if kind in MODEL_OPERATORS else "mutation", model=model,
+            parent_ids=parent_ids, description=description, source=source, island=island,
+        ))
+
+    def tune(self, kind: TaskKind, island: int, parents: list[tuple[str, str]], n: int) -> int:
+        """Up to ``n`` tuned variants by ``sweep`` or ``mutate``; how many were made."""
+        from kgen.agent.mutation import mutate
+        from kgen.agent.sweep import sweep_points
+
+        made = 0
+        for index, (parent_id, parent_source) in enumerate(parents):
+            want = n - made if kind == "sweep" else -(-(n - made) // (len(parents) - index))
+            if want <= 0:
+                break
+            if kind == "sweep":
+                variants = sweep_points(parent_source, self.hardware, n=want, exclude=self.tried)
+            else:
+                variants = mutate(parent_source, self.hardware, n=want, rng=self.rng, exclude=self.tried)
+            for variant in variants:
+                self.tried.add(variant.key)
+                self.add(kind, island, [parent_id], variant.description, source=variant.source)
+                made += 1
+        return made
+
+    def unfixed_rejection(self) -> CandidateRecord | None:
+        fixed = {p for r in self.records if r.kind == "fix" for p in r.parent_ids}
+        fixed |= {p for t in self.tasks if t.kind == "fix" for p in t.parent_ids}
+        rejected = [r for r in self.records if r.target == self.target and r.verdict == "rejected"
+                    and r.origin == "model" and r.id not in fixed]
+        return rejected[-1] if rejected else None
+
+
+def plan_generation(
     generation: int,
     size: int,
     targets: list[str],
-    records: list[CandidateRecord],
+    records: Sequence[CandidateRecord],
     sources: dict[str, str],
     baselines: dict[str, tuple[str, str]],
+    archive: SearchArchive,
     rng: random.Random,
+    models: Callable[[int], list[str]] | None = None,
 ) -> list[CandidateTask]:
-    """Mutation tasks for one generation. ``sources`` maps candidate id -> source;
-    ``baselines`` maps target -> (kb id, source) of the knowledge base's best kernel."""
-    from kgen.agent.mutation import mutate, source_key
-    from kgen.backends.targets import resolve_target
+    """The tasks of one generation. ``sources`` maps candidate id -> source; ``baselines``
+    maps target -> (kb id, source) of the knowledge base's best kernel; ``models(n)`` gives
+    the ensemble's labels for n model calls (None: offline)."""
+    from kgen.agent.mutation import source_key
 
     tasks: list[CandidateTask] = []
     tried = {source_key(s) for s in sources.values()}
+    stats = operator_stats(records)
     remeasured, counts = _shares(generation, size, targets, baselines)
+    islands = archive.island_count()
     for target in targets:
-        n = counts[target]
         if target in remeasured:
             tasks.append(_baseline_task(target, baselines[target]))
             tried.add(source_key(baselines[target][1]))
-        parents = [(r.id, sources[r.id]) for r in best_for(records, target, n=2) if r.id in sources]
-        if not parents and target in baselines:
-            parents = [(f"kb:{baselines[target][0]}", baselines[target][1])]
-        if not parents or n <= 0:
+        planner = _Planner(generation, target, records, sources, baselines.get(target), archive, rng, tried)
+        for island, n in enumerate(_island_shares(counts[target], islands)):
+            if n > 0:
+                _plan_island(planner, island, n, stats, models is not None)
+        tasks.extend(planner.tasks)
+    numbered = _numbered(tasks, generation)
+    if models is not None:
+        labels = iter(models(sum(1 for t in numbered if t.kind in MODEL_OPERATORS)))
+        numbered = [t.model_copy(update={"model": model, "description": f"{t.kind} by {model}"})
+                    if t.kind in MODEL_OPERATORS and (model := next(labels, "")) else t for t in numbered]
+    return numbered
+
+
+def _plan_island(planner: _Planner, island: int, n: int, stats, with_models: bool) -> None:
+    """``n`` tasks for one island: operators by recent success, tuning filling any gap."""
+    from kgen.agent.mutation import find_tunables
+
+    parents = planner.parents(island)
+    elites = planner.parent_ids(island)
+    tunable = bool(parents) and bool(find_tunables(parents[0][1], planner.hardware))
+    available = [k for k, ok in (("sweep", tunable), ("mutate", tunable)) if ok]
+    if with_models:
+        unfixed = planner.unfixed_rejection()
+        available += [k for k, ok in (("generate", True), ("improve", bool(elites)),
+                                      ("crossover", len(elites) >= 2), ("fix", unfixed is not None)) if ok]
+        if not elites:  # nothing verified on this island yet: new kernels, and repairs
+            available = [k for k in available if k in ("generate", "fix")]
+    priors = MODEL_PRIORS if with_models else OFFLINE_PRIORS
+    slots = allocate(operator_weights(stats, available, priors), n, planner.rng)
+    made = 0
+    for kind in dict.fromkeys(slots):
+        count = slots.count(kind)
+        if kind in ("sweep", "mutate"):
+            made += planner.tune(kind, island, parents, count)
             continue
-        spec_target = resolve_target(target)
-        for index in range(n):
-            parent_id, parent_source = parents[index % len(parents)]
-            variants = mutate(parent_source, spec_target, n=1, rng=rng, exclude=tried)
-            if not variants:
-                continue
-            variant = variants[0]
-            tried.add(variant.key)
-            tasks.append(CandidateTask(
-                id="", generation=generation, target=target, kind="mutate", origin="mutation",
-                parent_ids=[parent_id], description=variant.description, source=variant.source,
-            ))
-    return _numbered(tasks, generation)
-
-
-def plan_with_models(
-    generation: int,
-    size: int,
-    targets: list[str],
-    records: list[CandidateRecord],
-    baselines: dict[str, tuple[str, str]],
-    models: list[str],
-) -> list[CandidateTask]:
-    """Model tasks for one generation; ``models`` is the ensemble's allocation for it, in order."""
-    tasks: list[CandidateTask] = []
-    remeasured, counts = _shares(generation, size, targets, baselines)
-    model_iter = iter(models)
-    for target in targets:
-        n = counts[target]
-        if target in remeasured:
-            tasks.append(_baseline_task(target, baselines[target]))
-        best = best_for(records, target, n=2)
-        rejected = [r for r in records if r.target == target and r.verdict == "rejected"
-                    and r.origin == "model"]
-        kinds: list[tuple[TaskKind, list[str]]] = []
-        if generation == 0 or not best:
-            kinds = [("generate", [])] * n
-        else:
-            if len(best) >= 2:
-                kinds.append(("crossover", [best[0].id, best[1].id]))
-            if rejected:
-                kinds.append(("fix", [rejected[-1].id]))
-            while len(kinds) < n:
-                kinds.append(("improve", [best[len(kinds) % len(best)].id]))
-            kinds = kinds[:n]
-        for kind, parents in kinds:
-            model = next(model_iter, models[0] if models else "")
-            tasks.append(CandidateTask(
-                id="", generation=generation, target=target, kind=kind, origin="model", model=model,
-                parent_ids=parents, description=f"{kind} by {model}",
-            ))
-    return _numbered(tasks, generation)
+        for index in range(count):
+            if kind == "generate":
+                planner.add("generate", island, [], "generate")
+            elif kind == "improve":
+                planner.add("improve", island, [elites[index % len(elites)]], "improve")
+            elif kind == "crossover":
+                planner.add("crossover", island, [elites[0], elites[1 + index % (len(elites) - 1)]], "crossover")
+            elif kind == "fix" and (bad := planner.unfixed_rejection()) is not None:
+                planner.add("fix", island, [bad.id], "fix")
+            else:
+                planner.add("generate", island, [], "generate")
+            made += 1
+    if made < n and tunable:  # a sweep line ran out: fill with moves from the other elites
+        made += planner.tune("mutate", island, parents, n - made)
+    if made < n and with_models:
+        for _ in range(n - made):
+            planner.add("generate", island, [], "generate")
 
 
 def _baseline_task(target: str, baseline: tuple[str, str]) -> CandidateTask:

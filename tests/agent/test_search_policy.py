@@ -13,22 +13,24 @@ import random
 import pytest
 
 from kgen.agent.mutation import apply_values, source_key
+from kgen.agent.archive import SearchArchive
 from kgen.agent.search_policy import (
     CandidateRecord,
     best_for,
     per_target,
-    plan_offline,
-    plan_with_models,
+    plan_generation,
     rank_key,
     split_budget,
 )
 from kgen.backends.targets import resolve_target
+from kgen.backends.triton.features import strategy_features
 from kgen.knowledge_base import SEED_KERNELS_DIR
 
 SEED = (SEED_KERNELS_DIR / "triton" / "rmsnorm_backward.py").read_text()
 KB_ID = "k-seed-rmsnorm"
 BASELINES = {"h100": (KB_ID, SEED)}
 OPENAI = "openai:gpt-5"
+GPU_NAMES = {"h100": "NVIDIA H100 80GB HBM3", "a100": "NVIDIA A100-SXM4-80GB", "mi300x": "AMD Instinct MI300X"}
 ANTHROPIC = "anthropic:claude-sonnet-4-5"
 
 
@@ -46,8 +48,28 @@ def record(
     return CandidateRecord(
         id=cid, generation=generation, target=target, kind=kind, origin=origin,
         status="evaluated", verdict=verdict, time_ms=time_ms, timed_target=timed_target,
-        device_name="NVIDIA H100 80GB HBM3" if timed_target == "h100" else "",
+        device_name=GPU_NAMES.get(timed_target or "", ""),
     )
+
+
+def archive_of(records: list[CandidateRecord], sources: dict[str, str], targets: list[str],
+               islands: int = 1) -> SearchArchive:
+    """The archive a run would hold after evaluating ``records`` (the select node's update)."""
+    archive = SearchArchive.new(targets, islands)
+    archive.update(records, lambda r: strategy_features(sources.get(r.id, "")), 0)
+    return archive
+
+
+def plan_offline(generation, size, targets, records, sources, baselines, rng, islands=1):
+    return plan_generation(generation, size, targets, records, sources, baselines,
+                           archive_of(records, sources, targets, islands), rng)
+
+
+def plan_with_models(generation, size, targets, records, baselines, models, sources=None, islands=1):
+    sources = sources or {}
+    return plan_generation(generation, size, targets, records, sources, baselines,
+                           archive_of(records, sources, targets, islands), random.Random(0),
+                           models=lambda n: (models * n)[:n])
 
 
 def variant(**values: int) -> str:
@@ -164,7 +186,7 @@ def test_offline_generation_0_remeasures_the_known_kernel_then_tunes_it():
     keys = {source_key(t.source) for t in mutations}
     assert len(keys) == 2 and source_key(SEED) not in keys
     for task in mutations:
-        assert (task.kind, task.origin, task.target) == ("mutate", "mutation", "h100")
+        assert task.kind in ("sweep", "mutate") and (task.origin, task.target) == ("mutation", "h100")
         assert task.parent_ids == [f"kb:{KB_ID}"]
         assert task.description  # says which knob moved
         ast.parse(task.source)
@@ -181,17 +203,17 @@ def test_offline_budget_is_spread_over_two_targets():
     baselines = {"h100": (KB_ID, SEED), "mi300x": ("k-seed-mi300x", SEED)}
     tasks = plan_offline(0, 4, ["h100", "mi300x"], [], {}, baselines, random.Random(0))
     assert [t.id for t in tasks] == ["g0-c00", "g0-c01", "g0-c02", "g0-c03"]
-    assert [(t.target, t.kind) for t in tasks] == [
-        ("h100", "baseline"), ("h100", "mutate"), ("mi300x", "baseline"), ("mi300x", "mutate"),
+    assert [(t.target, t.kind if t.kind == "baseline" else "tuned") for t in tasks] == [
+        ("h100", "baseline"), ("h100", "tuned"), ("mi300x", "baseline"), ("mi300x", "tuned"),
     ]
     assert tasks[2].kb_id == "k-seed-mi300x"
     odd = plan_offline(0, 3, ["h100", "mi300x"], [], {}, baselines, random.Random(0))
-    assert [(t.target, t.kind) for t in odd] == [
-        ("h100", "baseline"), ("h100", "mutate"), ("mi300x", "baseline"),
+    assert [(t.target, t.kind if t.kind == "baseline" else "tuned") for t in odd] == [
+        ("h100", "baseline"), ("h100", "tuned"), ("mi300x", "baseline"),
     ]
 
 
-def test_offline_later_generations_mutate_the_two_best_passed_candidates():
+def test_offline_later_generations_tune_the_best_passed_candidates():
     sources = {
         "g0-c00": SEED,
         "g0-c01": variant(sum_block=128),
@@ -206,8 +228,11 @@ def test_offline_later_generations_mutate_the_two_best_passed_candidates():
     ]
     tasks = plan_offline(1, 4, ["h100"], records, sources, BASELINES, random.Random(1))
     assert [t.id for t in tasks] == ["g1-c00", "g1-c01", "g1-c02", "g1-c03"]
-    assert all(t.kind == "mutate" and t.generation == 1 for t in tasks)
-    assert [t.parent_ids for t in tasks] == [["g0-c01"], ["g0-c02"], ["g0-c01"], ["g0-c02"]]
+    assert all(t.kind in ("sweep", "mutate") and t.generation == 1 for t in tasks)
+    # the sweep walks the best kernel's knob lines; random moves spread over the passed ones
+    parents = [t.parent_ids[0] for t in tasks]
+    assert parents[0] == "g0-c01" and set(parents) <= {"g0-c00", "g0-c01", "g0-c02"}
+    assert all(t.parent_ids == ["g0-c01"] for t in tasks if t.kind == "sweep")
     earlier = {source_key(s) for s in sources.values()}
     keys = [source_key(t.source) for t in tasks]
     assert len(set(keys)) == 4 and not set(keys) & earlier  # nothing is evaluated twice
@@ -277,17 +302,19 @@ def test_models_are_assigned_in_order_across_targets():
 
 
 def test_models_later_generation_crosses_fixes_and_improves():
+    """Before this run has outcomes, the priors decide: improve the best, cross the two best and
+    fix the model's rejection (with its evidence) before asking for fresh kernels."""
     records = [
         record("g0-c00", time_ms=2.0, timed_target="h100", origin="model", kind="generate"),
         record("g0-c01", time_ms=1.0, timed_target="h100", origin="model", kind="generate"),
         record("g0-c02", verdict="rejected", origin="model", kind="generate"),
     ]
     tasks = plan_with_models(1, 3, ["h100"], records, BASELINES, [OPENAI, ANTHROPIC, OPENAI])
-    assert [(t.id, t.kind, t.parent_ids, t.model) for t in tasks] == [
-        ("g1-c00", "crossover", ["g0-c01", "g0-c00"], OPENAI),
-        ("g1-c01", "fix", ["g0-c02"], ANTHROPIC),
-        ("g1-c02", "improve", ["g0-c01"], OPENAI),
+    assert [t.id for t in tasks] == ["g1-c00", "g1-c01", "g1-c02"]
+    assert sorted((t.kind, tuple(t.parent_ids)) for t in tasks) == [
+        ("crossover", ("g0-c01", "g0-c00")), ("fix", ("g0-c02",)), ("improve", ("g0-c01",)),
     ]
+    assert [t.model for t in tasks] == [OPENAI, ANTHROPIC, OPENAI]
     assert all(t.generation == 1 and t.origin == "model" for t in tasks)
 
 
@@ -295,14 +322,15 @@ def test_models_later_generation_with_one_passed_kernel_improves_it():
     records = [record("g0-c00", origin="model", kind="generate"),
                record("g0-c01", verdict="rejected", kind="baseline", origin="knowledge_base")]
     tasks = plan_with_models(1, 2, ["h100"], records, BASELINES, [OPENAI, ANTHROPIC])
-    # the rejected candidate is not a model's, so there is nothing to ask a model to fix
-    assert [(t.kind, t.parent_ids) for t in tasks] == [("improve", ["g0-c00"])] * 2
+    # the rejected candidate is not a model's, so there is nothing to ask a model to fix; one
+    # kernel cannot be crossed: improve it, and ask for a fresh one
+    assert sorted((t.kind, tuple(t.parent_ids)) for t in tasks) == [("generate", ()), ("improve", ("g0-c00",))]
 
 
-def test_models_later_generation_with_nothing_passed_generates_again():
+def test_models_later_generation_with_nothing_passed_fixes_and_generates():
     records = [record("g0-c00", verdict="rejected", origin="model", kind="generate")]
     tasks = plan_with_models(1, 2, ["h100"], records, {}, [OPENAI, ANTHROPIC])
-    assert [t.kind for t in tasks] == ["generate", "generate"]
+    assert sorted((t.kind, tuple(t.parent_ids)) for t in tasks) == [("fix", ("g0-c00",)), ("generate", ())]
 
 
 def test_models_plan_nothing_for_an_empty_generation():
