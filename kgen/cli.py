@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kgen.kb_cli import kb_app
+from kgen.report_cli import report_command
 from kgen.run_cli import resume_command, run_command, runs_command
 from kgen.terminal import console, err_console, fail_usage, print_error
 
@@ -50,6 +51,7 @@ app.add_typer(kb_app, name="kb")
 app.command("run")(run_command)
 app.command("resume")(resume_command)
 app.command("runs")(runs_command)
+app.command("report")(report_command)
 
 
 @problems_app.command("list")
