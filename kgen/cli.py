@@ -19,6 +19,7 @@ from rich.table import Table
 from kgen.kb_cli import kb_app
 from kgen.report_cli import report_command
 from kgen.run_cli import resume_command, run_command, runs_command
+from kgen.solve_cli import solve_command
 from kgen.terminal import console, err_console, fail_usage, print_error
 
 app = typer.Typer(
@@ -52,6 +53,7 @@ app.command("run")(run_command)
 app.command("resume")(resume_command)
 app.command("runs")(runs_command)
 app.command("report")(report_command)
+app.command("solve")(solve_command)
 
 
 @problems_app.command("list")
