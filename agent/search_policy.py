@@ -157,7 +157,8 @@ class _Planner:
             if want <= 0:
                 break
             if kind == "sweep":
-                variants = sweep_points(parent_source, self.hardware, n=want, exclude=self.tried)
+                variants = sweep_points(parent_source, self.hardware, n=want, exclude=self.tried,
+                                        measured=self.measured())
             else:
                 variants = mutate(parent_source, self.hardware, n=want, rng=self.rng, exclude=self.tried)
             for variant in variants:
@@ -165,6 +166,11 @@ class _Planner:
                 self.add(kind, island, [parent_id], variant.description, source=variant.source)
                 made += 1
         return made
+
+    def measured(self) -> dict[str, float]:
+        """Source -> time on this target of every verified kernel timed here (the sweep's model)."""
+        return {self.sources[r.id]: t for r in self.records
+                if r.passed and r.id in self.sources and (t := r.time_on(self.target)) is not None}
 
     def unfixed_rejection(self) -> CandidateRecord | None:
         fixed = {p for r in self.records if r.kind == "fix" for p in r.parent_ids}

@@ -37,15 +37,32 @@ def test_a_small_space_is_swept_whole():
     assert len({v.key for v in variants}) == 5 and source_key(LAYERNORM) not in {v.key for v in variants}
 
 
-def test_a_large_space_is_walked_one_knob_line_at_a_time():
+def test_a_large_space_is_walked_by_single_knob_moves_every_knob_in_turn():
     seed = knob_values(RMSNORM_BWD)
     variants = sweep_points(RMSNORM_BWD, H100, n=6)
     assert len(variants) == 6
     for variant in variants:
         moved = {k for k, v in knob_values(variant.source).items() if str(v) != str(seed[k])}
         assert len(moved) == 1 and variant.description.startswith("sweep: ")
-    first_knob = next(iter(seed))
-    assert sum(first_knob in v.changes for v in variants) >= 5  # the first line before the next
+    # every knob moves within the first moves, each nearest first (1, 2, 4 choices away)
+    assert {next(iter(v.changes)) for v in variants[:3]} == set(seed)
+    programs = [int(v.changes["programs_per_sm@_program_count"][1]) for v in variants
+                if "programs_per_sm@_program_count" in v.changes]
+    assert programs[:2] == [3, 1]  # the seed has 2: one choice up, one down
+
+
+def test_after_single_knob_moves_the_model_proposes_their_combination_first():
+    """Each knob's best value, measured on its own, combined: the point an additive model of
+    the times predicts fastest is the first one tried."""
+    from kgen.agent.mutation import apply_values
+
+    def point(programs: int, block: int) -> str:
+        return apply_values(RMSNORM_BWD, {"programs_per_sm@_program_count": programs, "sum_block": block}, H100)
+
+    measured = {RMSNORM_BWD: 2.0, point(4, 256): 1.5, point(2, 512): 1.6, point(1, 256): 2.4, point(2, 64): 2.2}
+    first = sweep_points(RMSNORM_BWD, H100, n=3, exclude={source_key(s) for s in measured}, measured=measured)[0]
+    values = knob_values(first.source)
+    assert (values["programs_per_sm@_program_count"], values["sum_block"]) == (4, 512)
 
 
 def test_sweeps_never_repeat_what_was_tried():
