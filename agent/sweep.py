@@ -45,14 +45,55 @@ def sweep_points(source: str, target: HardwareTarget, *, n: int, exclude: set[st
         return []
     current = {t.name: t.value for t in tunables}
     seen = {source_key(source), *exclude}
-    combined = _best_per_knob(tunables, measured or {}, target, _space(source, tunables, target))
+    space = _space(source, tunables, target)
+    combined = _best_per_knob(tunables, measured or {}, target, space)
     first: list[Variant] = []
-    if combined is not None and any(str(combined[k]) != str(current[k]) for k in combined):
-        variant = _point_variant(source, current, combined, target)
+    for point in ([combined] if combined is not None else []) + _extensions(tunables, measured or {}, target, space):
+        if len(first) >= n or not any(str(point[k]) != str(current[k]) for k in point):
+            continue
+        variant = _point_variant(source, current, point, target)
         if variant.key not in seen:
             seen.add(variant.key)
             first.append(variant)
     return first + _moves(source, tunables, current, target, n=n - len(first), seen=seen)
+
+
+def _family(tunables: list[Tunable], measured: dict[str, float], target: HardwareTarget
+            ) -> list[tuple[dict[str, int], float]]:
+    """The measured kernels with the parent's knobs: (their integer knob values, time)."""
+    names = [t.name for t in tunables]
+    rows = []
+    for other, time in measured.items():
+        values = {t.name: t.value for t in find_tunables(other, target)}
+        if list(values) == names and time > 0:
+            rows.append(({k: v for k, v in values.items() if isinstance(v, int)}, time))
+    return rows
+
+
+def _extensions(tunables: list[Tunable], measured: dict[str, float], target: HardwareTarget,
+                space: list[dict[str, int]] | None) -> list[dict[str, int]]:
+    """Pattern search's expansion step: where the fastest kernel so far sits at the edge of the
+    values tried for a knob, the next value beyond it (the others as in that kernel). A model
+    fitted on tried values cannot say anything about untried ones; a trend at the edge can."""
+    rows = _family(tunables, measured, target)
+    if not rows:
+        return []
+    best, _ = min(rows, key=lambda row: row[1])
+    allowed = None if space is None else {tuple(sorted(p.items())) for p in space}
+    points = []
+    for tunable in tunables:
+        value = best.get(tunable.name)
+        if value is None or value not in tunable.choices:
+            continue
+        tried = sorted({row[tunable.name] for row, _ in rows if tunable.name in row})
+        index = tunable.choices.index(value)
+        steps = ([1] if value == tried[-1] else []) + ([-1] if value == tried[0] else [])
+        for step in steps:
+            if 0 <= index + step < len(tunable.choices):
+                point = {**best, tunable.name: tunable.choices[index + step]}
+                if allowed is None or tuple(sorted(point.items())) in allowed:
+                    points.append(point)
+    return points
 
 
 def _space(source: str, tunables: list[Tunable], target: HardwareTarget) -> list[dict[str, int]] | None:
@@ -75,14 +116,9 @@ def _best_per_knob(tunables: list[Tunable], measured: dict[str, float], target: 
     """
     import numpy as np
 
-    names = [t.name for t in tunables]
-    rows: list[dict[str, int]] = []
-    times: list[float] = []
-    for other, time in measured.items():
-        values = {t.name: t.value for t in find_tunables(other, target)}
-        if list(values) == names and time > 0:
-            rows.append({k: v for k, v in values.items() if isinstance(v, int)})
-            times.append(time)
+    family = _family(tunables, measured, target)
+    rows = [values for values, _ in family]
+    times = [time for _, time in family]
     columns = sorted({(k, v) for row in rows for k, v in row.items()})
     if not space or len(rows) < 3 or len({k for k, _ in columns}) < 2:
         return None  # too little to fit, or one knob: its line is the search already
