@@ -35,6 +35,7 @@ from kgen.agent.search_policy import (
     describe,
     plan_generation,
     split_budget,
+    stop_reason,
 )
 
 Progress = Callable[[str], None]
@@ -515,37 +516,16 @@ class Runner:
                 self.say(f"after generation {generation}, best for {target}: {best[0].id} ({describe(best[0])}; "
                          f"{archive.targets[target].cell_count()} strateg(ies) in the archive)")
         ledger = UsageLedger.model_validate(state.get("usage") or {})
-        stop = self._search_stop(archive)
-        if stop:
-            pass
-        elif generation + 1 >= len(self.budget_plan(state)):
-            stop = "budget spent" if len(records) >= self.options.budget else "all generations run"
-            if self.options.offline and self.device == "cpu" and len(records) < self.options.budget:
-                stop = (f"no GPU: tuned variants cannot be ranked without timings, so the known kernel "
-                        f"and {CPU_OFFLINE_VARIANTS} variant(s) were verified instead of the budget's "
-                        f"{self.options.budget}")
-        elif self.out_of_time():
-            stop = f"time limit ({self.options.time_s:.0f} s) reached"
-        elif self.options.max_cost_usd is not None and ledger.total_cost_usd >= self.options.max_cost_usd:
-            stop = f"cost limit (${self.options.max_cost_usd:.2f}) reached"
+        stop = stop_reason(
+            archive, self.options, generation=generation, planned_generations=len(self.budget_plan(state)),
+            evaluated=len(records), out_of_time=self.out_of_time(), cost_usd=ledger.total_cost_usd,
+            cpu_offline=self.options.offline and self.device == "cpu",
+        )
         update = {"archive": archive.model_dump(mode="json")}
         if stop:
             self.say(f"stopping: {stop}")
             return {**update, "stop_reason": stop}
         return {**update, "generation": generation + 1, "tasks": []}
-
-    def _search_stop(self, archive: SearchArchive) -> str:
-        """Stop early when every target's search has plateaued, or reached the asked % of SOL."""
-        options = self.options
-        bests = {t: a.best() for t, a in archive.targets.items()}
-        if options.target_pct_of_sol is not None and bests and all(
-                b is not None and b.pct_of_sol is not None and b.pct_of_sol >= options.target_pct_of_sol
-                for b in bests.values()):
-            return f"{options.target_pct_of_sol:g}% of speed-of-light reached"
-        if options.plateau_generations > 0 and archive.targets and all(
-                a.plateau >= options.plateau_generations for a in archive.targets.values()):
-            return f"no faster kernel in {options.plateau_generations} generation(s) (plateau)"
-        return ""
 
     def after_select(self, state: RunState) -> str:
         return "persist" if state.get("stop_reason") else "plan"

@@ -40,6 +40,7 @@ from kgen.agent.candidates import (
     rank_key,
 )
 from kgen.agent.operators import MODEL_OPERATORS, allocate, operator_stats, operator_weights
+from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions
 
 __all__ = ["CandidateIdentity", "CandidateRecord", "CandidateTask", "apply_result", "best_for",
            "describe", "rank_key", "split_budget", "plan_generation"]
@@ -270,3 +271,27 @@ def _baseline_task(target: str, baseline: tuple[str, str]) -> CandidateTask:
 
 def _numbered(tasks: list[CandidateTask], generation: int) -> list[CandidateTask]:
     return [t.model_copy(update={"id": candidate_id(generation, i)}) for i, t in enumerate(tasks)]
+
+
+def stop_reason(archive: SearchArchive, options: RunOptions, *, generation: int, planned_generations: int,
+                evaluated: int, out_of_time: bool, cost_usd: float, cpu_offline: bool) -> str:
+    """Why the search stops after ``generation`` ("" to go on): every target plateaued or at
+    the asked share of speed-of-light, the generations planned are done, or the run's time or
+    cost limit is reached."""
+    bests = [a.best() for a in archive.targets.values()]
+    if options.target_pct_of_sol is not None and bests and all(
+            b is not None and b.pct_of_sol is not None and b.pct_of_sol >= options.target_pct_of_sol for b in bests):
+        return f"{options.target_pct_of_sol:g}% of speed-of-light reached"
+    if options.plateau_generations > 0 and archive.targets and all(
+            a.plateau >= options.plateau_generations for a in archive.targets.values()):
+        return f"no faster kernel in {options.plateau_generations} generation(s) (plateau)"
+    if generation + 1 >= planned_generations:
+        if cpu_offline and evaluated < options.budget:
+            return (f"no GPU: tuned variants cannot be ranked without timings, so the known kernel "
+                    f"and {CPU_OFFLINE_VARIANTS} variant(s) were verified instead of the budget's {options.budget}")
+        return "budget spent" if evaluated >= options.budget else "all generations run"
+    if out_of_time:
+        return f"time limit ({options.time_s:.0f} s) reached"
+    if options.max_cost_usd is not None and cost_usd >= options.max_cost_usd:
+        return f"cost limit (${options.max_cost_usd:.2f}) reached"
+    return ""
