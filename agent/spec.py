@@ -554,7 +554,9 @@ def parse_request(
         info, match_notes = _match_problem(text, words, direction)
         notes += match_notes
         problem, source = info.name, "matcher"
-    stray = [w for w in words if w.isdigit()]
+    # a number in the problem file's name is its name (KernelBench's "19_ReLU"), not a size
+    named = set(re.findall(r"\d+", Path(problem_file).stem)) if problem_file is not None else set()
+    stray = [w for w in words if w.isdigit() and w not in named]
     if stray:
         notes.append(f"ignored the number(s) {', '.join(stray)}: name the size, e.g. HIDDEN=4096")
     shapes, shape_notes = _apply_shapes(scan.shapes, info)

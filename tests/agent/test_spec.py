@@ -246,3 +246,14 @@ def test_model_answer_with_unknown_target_or_backend_raises():
 def test_kernel_spec_needs_a_target():
     with pytest.raises(ValueError):
         KernelSpec(request="r", problem="softmax", operation="o", targets=[], source="matcher")
+
+
+def test_a_number_in_the_problem_files_name_is_not_a_stray_size():
+    """`kgen solve` names each run after its KernelBench file ("19_ReLU"): that 19 is a name."""
+    from pathlib import Path
+
+    level1 = Path(__file__).resolve().parents[1] / "fixtures" / "suite_level1" / "19_ReLU.py"
+    spec = parse_request("19_ReLU", default_target="h100", problem_file=str(level1))
+    assert not any("ignored the number" in note for note in spec.notes)
+    spec = parse_request("19_ReLU at 4096", default_target="h100", problem_file=str(level1))
+    assert any("ignored the number(s) 4096" in note for note in spec.notes)
