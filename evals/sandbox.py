@@ -30,7 +30,13 @@ from typing import IO, TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from kgen.evals.process_lifecycle import PARENT_PID_ENV, die_with_parent, register, stopped_by, unregister
+from kgen.evals.process_lifecycle import (
+    PARENT_PID_ENV,
+    die_with_parent,
+    register,
+    stopped_by,
+    unregister,
+)
 
 if TYPE_CHECKING:
     from kgen.evals.worker_pool import Spare

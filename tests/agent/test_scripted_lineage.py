@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import scripted_run
-from llm_server import Reply, RecordedRequest
+from llm_server import RecordedRequest, Reply
 
 import kgen
 from kgen.agent.run_report import write_report

@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from kgen.agent.mutation import apply_values, source_key
 from kgen.agent.archive import SearchArchive
+from kgen.agent.mutation import apply_values, source_key
 from kgen.agent.search_policy import (
     CandidateRecord,
     best_for,

@@ -191,9 +191,8 @@ def _bench(candidate: tuple[float, float, float], **baselines: tuple[float, floa
     ids=["compile_within_noise", "both_disjoint", "wide_candidate", "slower_than_compile"],
 )
 def test_the_knowledge_base_and_the_run_log_keep_the_claim_rule(candidate, eager, compiled, same):
-    from kgen.agent.search_policy import describe
     from kgen.agent.reporting import speedup_cell
-    from kgen.agent.search_policy import CandidateRecord
+    from kgen.agent.search_policy import CandidateRecord, describe
     from kgen.knowledge_base.write_back import timing_from_result
 
     bench = _bench(candidate, eager=eager, torch_compile=compiled)
