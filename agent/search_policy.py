@@ -225,12 +225,17 @@ def _plan_island(planner: _Planner, island: int, n: int, stats, with_models: boo
 
     parents = planner.parents(island)
     elites = planner.parent_ids(island)
+    # a crossover's second parent may come from another island: the island's best meets
+    # another population's idea (islands exist to grow different ones)
+    partners = elites + [i for other in range(planner.archive.island_count()) if other != island
+                         for i in planner.parent_ids(other)[:1] if i not in elites]
     tunable = bool(parents) and bool(find_tunables(parents[0][1], planner.hardware))
     available = [k for k, ok in (("sweep", tunable), ("mutate", tunable)) if ok]
     if with_models:
         unfixed = planner.unfixed_rejection()
         available += [k for k, ok in (("generate", True), ("improve", bool(elites)),
-                                      ("crossover", len(elites) >= 2), ("fix", unfixed is not None)) if ok]
+                                      ("crossover", bool(elites) and len(partners) >= 2),
+                                      ("fix", unfixed is not None)) if ok]
         if not elites:  # nothing verified on this island yet: new kernels, and repairs
             available = [k for k in available if k in ("generate", "fix")]
     priors = MODEL_PRIORS if with_models else OFFLINE_PRIORS
@@ -247,7 +252,7 @@ def _plan_island(planner: _Planner, island: int, n: int, stats, with_models: boo
             elif kind == "improve":
                 planner.add("improve", island, [elites[index % len(elites)]], "improve")
             elif kind == "crossover":
-                planner.add("crossover", island, [elites[0], elites[1 + index % (len(elites) - 1)]], "crossover")
+                planner.add("crossover", island, [partners[0], partners[1 + index % (len(partners) - 1)]], "crossover")
             elif kind == "fix" and (bad := planner.unfixed_rejection()) is not None:
                 planner.add("fix", island, [bad.id], "fix")
             else:

@@ -55,7 +55,10 @@ def test_three_generations_against_openai_and_anthropic(tmp_path, llm_server, ho
     # every model was asked: 3 candidates, then 2, then 2
     assert summary.candidates == 7 and sorted({r["generation"] for r in records.values()}) == [0, 1, 2]
     kinds = sorted(r["kind"] for r in records.values())
-    assert {"generate", "improve", "fix", "crossover"} <= set(kinds)
+    # which operators get the later slots is the search policy's choice (recent success per
+    # island; tests/agent/test_scripted_lineage.py follows a crossover): here every model task
+    # is one of them, and the rejected kernel is fixed
+    assert {"generate", "improve", "fix"} <= set(kinds) <= {"generate", "improve", "fix", "crossover"}
     # the cheating and the wrong kernel are rejected for the right reasons
     by_source = {}
     for cid in evals:
