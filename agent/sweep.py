@@ -46,16 +46,17 @@ def sweep_points(source: str, target: HardwareTarget, *, n: int, exclude: set[st
     current = {t.name: t.value for t in tunables}
     seen = {source_key(source), *exclude}
     space = _space(source, tunables, target)
-    combined = _best_per_knob(tunables, measured or {}, target, space)
+    family = _family(tunables, measured or {}, target)
+    combined = _best_per_knob(family, space)
     first: list[Variant] = []
-    for point in ([combined] if combined is not None else []) + _extensions(tunables, measured or {}, target, space):
+    for point in ([combined] if combined is not None else []) + _extensions(tunables, family, space):
         if len(first) >= n or not any(str(point[k]) != str(current[k]) for k in point):
             continue
         variant = _point_variant(source, current, point, target)
         if variant.key not in seen:
             seen.add(variant.key)
             first.append(variant)
-    return first + _moves(source, tunables, current, target, n=n - len(first), seen=seen)
+    return first + _moves(source, tunables, current, target, space, n=n - len(first), seen=seen)
 
 
 def _family(tunables: list[Tunable], measured: dict[str, float], target: HardwareTarget
@@ -70,12 +71,11 @@ def _family(tunables: list[Tunable], measured: dict[str, float], target: Hardwar
     return rows
 
 
-def _extensions(tunables: list[Tunable], measured: dict[str, float], target: HardwareTarget,
+def _extensions(tunables: list[Tunable], rows: list[tuple[dict[str, int], float]],
                 space: list[dict[str, int]] | None) -> list[dict[str, int]]:
     """Pattern search's expansion step: where the fastest kernel so far sits at the edge of the
     values tried for a knob, the next value beyond it (the others as in that kernel). A model
     fitted on tried values cannot say anything about untried ones; a trend at the edge can."""
-    rows = _family(tunables, measured, target)
     if not rows:
         return []
     best, _ = min(rows, key=lambda row: row[1])
@@ -104,8 +104,8 @@ def _space(source: str, tunables: list[Tunable], target: HardwareTarget) -> list
     return parameter_space(source, target) if size <= MAX_ENUMERATED else None
 
 
-def _best_per_knob(tunables: list[Tunable], measured: dict[str, float], target: HardwareTarget,
-                   space: list[dict[str, int]] | None) -> dict[str, int] | None:
+def _best_per_knob(family: list[tuple[dict[str, int], float]], space: list[dict[str, int]] | None
+                   ) -> dict[str, int] | None:
     """The untried point an additive model of the measured times predicts fastest.
 
     Launch knobs interact little, so log(time) is close to a sum of one term per knob value;
@@ -116,7 +116,6 @@ def _best_per_knob(tunables: list[Tunable], measured: dict[str, float], target: 
     """
     import numpy as np
 
-    family = _family(tunables, measured, target)
     rows = [values for values, _ in family]
     times = [time for _, time in family]
     columns = sorted({(k, v) for row in rows for k, v in row.items()})
@@ -145,11 +144,10 @@ def _best_per_knob(tunables: list[Tunable], measured: dict[str, float], target: 
     return dict(min(sorted(candidates), key=lambda c: float(features(dict(c)) @ weights)))
 
 
-def _moves(source: str, tunables: list[Tunable], current: dict[str, int | str], target: HardwareTarget, *,
-           n: int, seen: set[str]) -> list[Variant]:
+def _moves(source: str, tunables: list[Tunable], current: dict[str, int | str], target: HardwareTarget,
+           space: list[dict[str, int]] | None, *, n: int, seen: set[str]) -> list[Variant]:
     if n <= 0:
         return []
-    space = _space(source, tunables, target)
     if space is not None:
         remaining = []
         for point in space:
