@@ -584,10 +584,17 @@ def _ask_endpoint(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source:
     def left() -> float:
         return max(0.05, end - time.monotonic())
 
+    def latency_ms(latency: float) -> float:
+        return round(latency * 1000, 1)
+
+    def reachable(latency: float) -> str:
+        """The text is written from the recorded figure, so the two never disagree by a rounding."""
+        return f"reachable in {latency_ms(latency):.0f} ms"
+
     def result(status: EndpointStatus, usable: bool, detail: str, latency: float | None = None,
                listed: bool | None = None) -> EndpointCheck:
         return EndpointCheck(model=spec.label, endpoint=endpoint, status=status, usable=usable,
-                             latency_ms=None if latency is None else round(latency * 1000, 1),
+                             latency_ms=None if latency is None else latency_ms(latency),
                              listed=listed, detail=redact(detail))
 
     def rejected(err: Any, latency: float) -> EndpointCheck:
@@ -614,7 +621,7 @@ def _ask_endpoint(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source:
             names = None  # a "list" kgen cannot read: the completion tells
         list_latency = time.perf_counter() - started
         if names is not None and _listed(spec.model, names):
-            return result("ok", True, f"reachable in {list_latency * 1000:.0f} ms; the server lists {spec.model}",
+            return result("ok", True, f"{reachable(list_latency)}; the server lists {spec.model}",
                           list_latency, listed=True)
         started = time.perf_counter()
         try:
@@ -625,14 +632,14 @@ def _ask_endpoint(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source:
                 return rejected(err, latency)
             if err.status_code == 404 and names is not None:
                 return result("model not found", False,
-                              f"reachable in {latency * 1000:.0f} ms, but the server does not serve {spec.model}: "
+                              f"{reachable(latency)}, but the server does not serve {spec.model}: "
                               f"its models list names {_some(names)}, not {spec.model}, and a completion for "
                               f"it got HTTP 404{server_said(err)}", latency, listed=False)
             if err.status_code == 404:
                 return result("model not found", False,
-                              f"reachable in {latency * 1000:.0f} ms, but a completion for {spec.model} got "
+                              f"{reachable(latency)}, but a completion for {spec.model} got "
                               f"HTTP 404{server_said(err)}: check the model name and the base URL", latency)
-            return result("error", False, f"reachable in {latency * 1000:.0f} ms, but a completion for "
+            return result("error", False, f"{reachable(latency)}, but a completion for "
                           f"{spec.model} got HTTP {err.status_code}{server_said(err)}", latency,
                           listed=None if names is None else False)
         except sdk.APIResponseValidationError as err:
@@ -641,9 +648,9 @@ def _ask_endpoint(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source:
                           f"protocol ({type(err).__name__}): check the base URL", latency)
         latency = time.perf_counter() - started
         if names is None:
-            return result("ok", True, f"reachable in {latency * 1000:.0f} ms; answered a one-token completion "
+            return result("ok", True, f"{reachable(latency)}; answered a one-token completion "
                           "(the server has no models list)", latency)
-        return result("ok", True, f"reachable in {latency * 1000:.0f} ms; {spec.model} is not in the server's "
+        return result("ok", True, f"{reachable(latency)}; {spec.model} is not in the server's "
                       "models list, but it answered a one-token completion", latency, listed=False)
     except sdk.APITimeoutError:
         return result("timeout", False,
