@@ -94,6 +94,22 @@ class TaskInput(TypedDict):
     parents: dict[str, dict]
 
 
+def usable_backend(backend: str, targets: list[str]) -> dict:
+    """The run's backend and targets by their canonical names, or a RunError a person can act
+    on: an unknown backend (listing the known ones), its toolchain not installed (naming the
+    install command), or a target it cannot compile for (naming those it can)."""
+    from kgen.backends.registry import BackendUnavailableError, UnknownBackendError, require_usable
+    from kgen.backends.targets import UnknownTargetError, resolve_target
+
+    try:
+        hardware = list({resolve_target(t).name: resolve_target(t) for t in targets}.values())
+        name = require_usable(backend, hardware)
+    except (UnknownBackendError, BackendUnavailableError, UnknownTargetError) as exc:
+        raise RunError(str(exc.args[0] if exc.args else exc)) from exc
+    resolved = [t.name for t in hardware]
+    return {"backend": name, "targets": resolved}
+
+
 def agent_eval_options(device: str, backend: str, target: str, *, full: bool, train_check: bool,
                        timeout_s: float, run_path: Path):
     """How the agent evaluates a candidate: on a GPU, candidates are screened at the small size
@@ -186,12 +202,12 @@ class Runner:
 
     def spec(self, state: RunState) -> dict:
         from kgen.agent.spec import SpecError, parse_request, parse_request_with_model
-        from kgen.backends.registry import known_backends
+        from kgen.backends.targets import DEFAULT_TARGET
         from kgen.evals.catalog import resolve_problem
         from kgen.evals.problem import input_dtype
 
         options = self.options
-        default = local_target() or "h100"
+        default = local_target() or DEFAULT_TARGET
         try:
             if options.problem_file:
                 spec = parse_request(options.request, default_target=default,
@@ -214,9 +230,7 @@ class Runner:
             spec = spec.model_copy(update={"targets": list(options.targets)})
         if options.backend:
             spec = spec.model_copy(update={"backend": options.backend})
-        if spec.backend not in known_backends():
-            raise RunError(f"the {spec.backend} backend cannot verify kernels in this version "
-                           f"(available: {', '.join(known_backends())})")
+        spec = spec.model_copy(update=usable_backend(spec.backend, spec.targets))
         info = resolve_problem(spec.problem)
         dtype = spec.dtypes[0] if spec.dtypes else input_dtype(info)
         self.run.write("spec.json", spec.model_dump_json(indent=1))
@@ -344,7 +358,7 @@ class Runner:
             models = lambda n: [m.label for m in ensemble.allocate(n)]  # noqa: E731
         tasks = plan_generation(generation, sizes[generation], spec["targets"], records, sources, baselines,
                                 self.archive(state), random.Random(f"{self.options.seed}-{generation}"),
-                                models=models)
+                                models=models, backend=spec["backend"])
         self.say(f"generation {generation}: {len(tasks)} candidate(s) "
                  f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
         only_remeasures = bool(tasks) and all(t.kind == "baseline" for t in tasks)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -58,9 +58,6 @@ MAX_EVIDENCE_CHARS = 600
 #: silently (a fix for the first violation alone meets the second one next generation).
 MAX_VIOLATION_CHARS = 300
 MAX_VIOLATIONS_CHARS = 6_000
-
-Backend = Literal["triton", "cute"]
-
 
 class PromptModel(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -186,7 +183,8 @@ class TaskContext(PromptModel):
     problem_name: str
     problem_description: str = ""
     problem_source: str
-    backend: Backend
+    #: a name from ``kgen.backends.registry``
+    backend: str
     target: PromptTarget
     #: input dtypes the kernel must handle, e.g. ["bf16"] (empty: whatever the reference uses)
     dtypes: list[str] = Field(default_factory=list)
@@ -196,8 +194,13 @@ class TaskContext(PromptModel):
 
     @field_validator("backend", mode="before")
     @classmethod
-    def _lower_backend(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
+    def _known_backend(cls, value: Any) -> Any:
+        from kgen.backends.registry import UnknownBackendError, backend_info
+
+        try:
+            return backend_info(value).name if isinstance(value, str) else value
+        except UnknownBackendError as exc:
+            raise ValueError(str(exc)) from exc
 
     @classmethod
     def from_problem(
@@ -288,11 +291,17 @@ def _render(name: str, **context: Any) -> str:
 
 
 def render_system(backend: str) -> str:
-    """The system prompt: the role, the candidate contract and the verifier's hard rules."""
-    key = backend.strip().lower()
-    if key not in ("triton", "cute"):
-        raise ValueError(f"no prompts for backend {backend!r}; known: triton, cute")
-    return _render("system", backend=key)
+    """The system prompt: the role, the candidate contract and the verifier's hard rules. The
+    backend's own advice is ``prompts/backend_<name>.j2``; its label and the modules a
+    candidate may import come from the registry, so a new backend edits no template here."""
+    from kgen.backends.registry import UnknownBackendError, backend_info
+
+    try:
+        info = backend_info(backend)
+    except UnknownBackendError as exc:
+        raise ValueError(f"no prompts for backend {backend!r}: {exc}") from exc
+    return _render("system", backend=info.name, label=info.label,
+                   candidate_imports=list(info.candidate_imports))
 
 
 def render_generate(ctx: TaskContext) -> str:

@@ -6,7 +6,15 @@ import shlex
 import shutil
 from pathlib import Path
 
-from kgen.agent.graph import Progress, RunError, Runner, execute, load_options, save_options
+from kgen.agent.graph import (
+    Progress,
+    RunError,
+    Runner,
+    execute,
+    load_options,
+    save_options,
+    usable_backend,
+)
 from kgen.agent.reporting import RunSummary
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
@@ -18,7 +26,7 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
     from kgen.agent.models import ModelSpecError, parse_model
     from kgen.agent.providers import choose_api_key
     from kgen.agent.spec import SpecError, parse_request
-    from kgen.backends.targets import UnknownTargetError, resolve_target
+    from kgen.backends.targets import DEFAULT_TARGET, UnknownTargetError, resolve_target
 
     if not options.request.strip() and not options.problem_file:
         raise RunError("empty request: say what kernel you want, e.g. kgen \"Triton RMSNorm backward for H100\"")
@@ -32,7 +40,7 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
             raise RunError(choice.missing_message(spec.label))
     if options.offline and not options.problem_file:
         try:
-            parse_request(options.request, default_target="h100")
+            parse_request(options.request, default_target=DEFAULT_TARGET)
         except SpecError as exc:
             raise RunError(str(exc)) from exc
     for target in options.targets:
@@ -40,6 +48,8 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
             resolve_target(target)
         except UnknownTargetError as exc:
             raise RunError(str(exc.args[0] if exc.args else exc)) from exc
+    if options.backend:  # else the request names it: checked once the spec is read
+        usable_backend(options.backend, list(options.targets))
 
 
 def _finish(runner: Runner, resume: bool, runs_dir: Path) -> RunSummary:

@@ -41,6 +41,7 @@ from kgen.agent.candidates import (
 )
 from kgen.agent.operators import MODEL_OPERATORS, allocate, operator_stats, operator_weights
 from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions
+from kgen.backends.registry import DEFAULT_BACKEND
 
 __all__ = ["CandidateIdentity", "CandidateRecord", "CandidateTask", "apply_result", "best_for",
            "describe", "rank_key", "split_budget", "plan_generation"]
@@ -112,9 +113,11 @@ class _Planner:
 
     def __init__(self, generation: int, target: str, records: Sequence[CandidateRecord],
                  sources: dict[str, str], baseline: tuple[str, str] | None, archive: SearchArchive,
-                 rng: random.Random, tried: set[str]) -> None:
+                 rng: random.Random, tried: set[str], backend: str = DEFAULT_BACKEND) -> None:
         from kgen.backends.targets import resolve_target
 
+        #: the backend the run's kernels are written in: the one that finds their knobs
+        self.backend = backend
         self.generation, self.target, self.records = generation, target, records
         self.sources, self.baseline, self.archive, self.rng, self.tried = sources, baseline, archive, rng, tried
         self.hardware = resolve_target(target)
@@ -159,9 +162,10 @@ class _Planner:
                 break
             if kind == "sweep":
                 variants = sweep_points(parent_source, self.hardware, n=want, exclude=self.tried,
-                                        measured=self.measured())
+                                        measured=self.measured(), backend=self.backend)
             else:
-                variants = mutate(parent_source, self.hardware, n=want, rng=self.rng, exclude=self.tried)
+                variants = mutate(parent_source, self.hardware, n=want, rng=self.rng, exclude=self.tried,
+                                  backend=self.backend)
             for variant in variants:
                 self.tried.add(variant.key)
                 self.add(kind, island, [parent_id], variant.description, source=variant.source)
@@ -191,10 +195,12 @@ def plan_generation(
     archive: SearchArchive,
     rng: random.Random,
     models: Callable[[int], list[str]] | None = None,
+    backend: str = DEFAULT_BACKEND,
 ) -> list[CandidateTask]:
     """The tasks of one generation. ``sources`` maps candidate id -> source; ``baselines``
     maps target -> (kb id, source) of the knowledge base's best kernel; ``models(n)`` gives
-    the ensemble's labels for n model calls (None: offline)."""
+    the ensemble's labels for n model calls (None: offline); ``backend``: the run's, whose
+    knob finder tunes the parents."""
     from kgen.agent.mutation import source_key
 
     tasks: list[CandidateTask] = []
@@ -206,7 +212,8 @@ def plan_generation(
         if target in remeasured:
             tasks.append(_baseline_task(target, baselines[target]))
             tried.add(source_key(baselines[target][1]))
-        planner = _Planner(generation, target, records, sources, baselines.get(target), archive, rng, tried)
+        planner = _Planner(generation, target, records, sources, baselines.get(target), archive, rng, tried,
+                           backend)
         for island, n in enumerate(_island_shares(counts[target], islands)):
             if n > 0:
                 _plan_island(planner, island, n, stats, models is not None)
@@ -229,7 +236,7 @@ def _plan_island(planner: _Planner, island: int, n: int, stats, with_models: boo
     # another population's idea (islands exist to grow different ones)
     partners = elites + [i for other in range(planner.archive.island_count()) if other != island
                          for i in planner.parent_ids(other)[:1] if i not in elites]
-    tunable = bool(parents) and bool(find_tunables(parents[0][1], planner.hardware))
+    tunable = bool(parents) and bool(find_tunables(parents[0][1], planner.hardware, planner.backend))
     available = [k for k, ok in (("sweep", tunable), ("mutate", tunable)) if ok]
     if with_models:
         unfixed = planner.unfixed_rejection()

@@ -23,16 +23,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from kgen.backends.targets import UnknownTargetError, all_targets, resolve_target
+from kgen.backends.registry import (
+    DEFAULT_BACKEND,
+    UnknownBackendError,
+    all_backend_info,
+    backend_for_word,
+    backend_info,
+    known_backends,
+)
+from kgen.backends.targets import DEFAULT_TARGET, UnknownTargetError, all_targets, resolve_target
 from kgen.evals.catalog import catalog, nearest_names, normalise_name
 from kgen.evals.problem import ProblemError, ProblemInfo, read_problem
 
-#: Backends a spec may name; a request naming another kernel language is an error.
-BACKENDS: tuple[str, ...] = ("triton", "cute")
-#: The target used when neither the request nor the caller names one.
-FALLBACK_TARGET = "h100"
+#: The target used when neither the request nor the caller names one (kept for importers).
+FALLBACK_TARGET = DEFAULT_TARGET
 
 Direction = Literal["forward", "backward"]
 JsonCompleter = Callable[[str, str, type[BaseModel]], Any]
@@ -50,7 +56,8 @@ class KernelSpec(BaseModel):
     problem: str
     #: short human description of the operation
     operation: str
-    backend: Literal["triton", "cute"] = "triton"
+    #: a name from ``kgen.backends.registry`` (checked there, so a new backend needs no edit here)
+    backend: str = DEFAULT_BACKEND
     #: canonical target names (``resolve_target(...).name``)
     targets: list[str] = Field(min_length=1)
     #: torch dtype names such as "bfloat16"; empty means the problem's own dtypes
@@ -60,6 +67,14 @@ class KernelSpec(BaseModel):
     source: Literal["matcher", "model", "problem_file"]
     #: what was assumed or ignored, for the user to check
     notes: list[str] = Field(default_factory=list)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        try:
+            return backend_info(value).name
+        except UnknownBackendError as exc:
+            raise ValueError(str(exc)) from exc
 
     @property
     def needs_reference_problem(self) -> bool:
@@ -75,7 +90,7 @@ class SpecDraft(BaseModel):
         description="exact catalog problem name, or null when no catalog problem is this operation",
     )
     operation: str = Field(description="one-line description of the requested operation")
-    backend: str = Field(default="triton", description="'triton' or 'cute'")
+    backend: str = Field(default=DEFAULT_BACKEND, description="a kernel backend name, e.g. 'triton'")
     targets: list[str] = Field(default_factory=list, description="hardware targets named, e.g. ['h100']")
     dtypes: list[str] = Field(default_factory=list, description="e.g. ['bfloat16']; empty if none named")
     shapes: dict[str, int] = Field(
@@ -87,7 +102,6 @@ class SpecDraft(BaseModel):
 # Vocabulary
 # --------------------------------------------------------------------------------------
 
-_BACKEND_WORDS = {"triton": "triton", "cute": "cute", "cutedsl": "cute", "cutlass": "cute"}
 #: Kernel languages kgen does not write: naming one is an error, not a silent switch to Triton.
 _OTHER_BACKENDS = frozenset(
     {"cuda", "hip", "opencl", "metal", "pallas", "tilelang", "thunderkittens", "mojo", "numba",
@@ -243,25 +257,46 @@ def _scan_targets(scan: _Scan) -> None:
 
 
 def _scan_words(scan: _Scan) -> None:
-    """Dtypes and backends: single words, plus "cute dsl"."""
-    for token in scan.tokens():
+    """Dtypes and backends: single words, plus the registry's two-word names ("cute dsl")."""
+    tokens = scan.tokens()
+    i = 0
+    while i < len(tokens):
+        token, end = tokens[i], tokens[i].end()
         word = token.group()
-        if word in _DTYPE_WORDS:
+        pair = _backend_pair(scan, tokens, i)
+        if pair is not None:
+            _add(scan.backends, pair)
+            end = tokens[i + 1].end()
+            i += 1
+        elif word in _DTYPE_WORDS:
             _add(scan.dtypes, _DTYPE_WORDS[word])
         elif word in _UNSUPPORTED_DTYPES:
             scan.notes.append(f"ignored '{word}': kgen's problems take bfloat16, float16 or float32 inputs")
-        elif word in _BACKEND_WORDS:
-            _add(scan.backends, _BACKEND_WORDS[word])
+        elif (backend := backend_for_word(word)) is not None:
+            _add(scan.backends, backend)
         elif word in _OTHER_BACKENDS:
-            raise SpecError(f"unknown backend '{word}'; known: {', '.join(BACKENDS)}")
+            raise SpecError(f"unknown backend '{word}'; known: {', '.join(known_backends())}")
         else:
+            i += 1
             continue
-        scan.blank(token.start(), token.end())
+        scan.blank(token.start(), end)
+        i += 1
     if len(scan.backends) > 1:
         raise SpecError(
             f"the request names {' and '.join(scan.backends)}; kgen writes one backend per run, "
             "so ask for one"
         )
+
+
+def _backend_pair(scan: _Scan, tokens: list[re.Match[str]], i: int) -> str | None:
+    """The backend two adjacent words name together ("cute dsl", "cute-dsl"), or None."""
+    if i + 1 >= len(tokens):
+        return None
+    gap = scan.rest[tokens[i].end() : tokens[i + 1].start()]
+    if not _TARGET_GAP.fullmatch(gap):
+        return None
+    first, second = tokens[i].group(), tokens[i + 1].group()
+    return backend_for_word(f"{first} {second}") or backend_for_word(f"{first}{gap.strip()}{second}")
 
 
 def _scan_shapes(scan: _Scan) -> None:
@@ -527,7 +562,7 @@ def parse_request(
     """The deterministic matcher: a request sentence to a spec, no model involved.
 
     ``default_target`` is used (and noted) when the request names no GPU; the
-    caller passes the local GPU's target, else "h100" is assumed. With
+    caller passes the local GPU's target, else ``DEFAULT_TARGET`` (backends/targets.py). With
     ``problem_file`` the operation comes from that file and the sentence only
     contributes backend, targets, dtypes and shapes.
     """
@@ -569,7 +604,7 @@ def parse_request(
         request=text,
         problem=problem,
         operation=info.description or info.name,
-        backend=scan.backends[0] if scan.backends else "triton",
+        backend=scan.backends[0] if scan.backends else DEFAULT_BACKEND,
         targets=targets,
         dtypes=scan.dtypes,
         shapes=shapes,
@@ -587,10 +622,14 @@ def _catalog_entry(name: str) -> ProblemInfo | None:
 
 
 def _draft_backend(value: str) -> str:
-    key = normalise_name(value or "triton")
-    if key in _BACKEND_WORDS:
-        return _BACKEND_WORDS[key]
-    raise SpecError(f"unknown backend '{value}'; known: {', '.join(BACKENDS)}")
+    name = backend_for_word(value or DEFAULT_BACKEND)
+    if name is None:  # "CuTe_DSL", "cute.dsl": the separators a model may use
+        name = backend_for_word(" ".join(_TOKEN.findall((value or "").lower())))
+    if name is None:
+        name = backend_for_word(normalise_name(value or ""))
+    if name is None:
+        raise SpecError(f"unknown backend '{value}'; known: {', '.join(known_backends())}")
+    return name
 
 
 def _draft_targets(values: list[str], default_target: str | None) -> tuple[list[str], list[str]]:
@@ -627,7 +666,12 @@ def spec_prompt(text: str) -> tuple[str, str]:
         for i in catalog()
     ]
     targets = [{"name": t.name, "display_name": t.display_name, "aliases": list(t.aliases)} for t in all_targets()]
-    common = {"problems": problems, "targets": targets, "backends": list(BACKENDS), "request": text}
+    backend_names = [
+        {"name": b.name, "label": b.label, "aliases": [w for w in b.words if w != b.name]}
+        for b in all_backend_info()
+    ]
+    common = {"problems": problems, "targets": targets, "backends": known_backends(),
+              "backend_names": backend_names, "default_backend": DEFAULT_BACKEND, "request": text}
     return render_template("spec", part="system", **common), render_template("spec", part="user", **common)
 
 

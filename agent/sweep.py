@@ -19,6 +19,7 @@ from kgen.agent.mutation import (
     parameter_space,
     source_key,
 )
+from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.backends.targets import HardwareTarget
 
 #: enumerate spaces up to this many points (building a point's source takes about a millisecond)
@@ -26,46 +27,47 @@ MAX_ENUMERATED = 4096
 
 
 def _point_variant(source: str, current: dict[str, int | str], values: dict[str, int],
-                   target: HardwareTarget) -> Variant:
+                   target: HardwareTarget, backend: str) -> Variant:
     changes = {name: (str(current[name]), str(value)) for name, value in values.items()
                if str(current[name]) != str(value)}
-    new_source = apply_values(source, {name: values[name] for name in changes}, target)
+    new_source = apply_values(source, {name: values[name] for name in changes}, target, backend)
     description = "sweep: " + "; ".join(f"{name} {old} -> {new}" for name, (old, new) in changes.items())
     return Variant(source=new_source, changes=changes, description=description, key=source_key(new_source))
 
 
 def sweep_points(source: str, target: HardwareTarget, *, n: int, exclude: set[str] | frozenset[str] = frozenset(),
-                 measured: dict[str, float] | None = None) -> list[Variant]:
+                 measured: dict[str, float] | None = None, backend: str = DEFAULT_BACKEND) -> list[Variant]:
     """Up to ``n`` untried points: the whole remaining space when it fits in ``n``, else the
     combination of each knob's best value measured so far (``measured``: source -> time on the
     target, for kernels of this family), then single-knob moves of the parent, every knob in
-    turn, 1, 2, 4, ... choices away first."""
-    tunables = find_tunables(source, target)
+    turn, 1, 2, 4, ... choices away first. ``backend``: the one that wrote ``source``."""
+    tunables = find_tunables(source, target, backend)
     if not tunables or n <= 0:
         return []
     current = {t.name: t.value for t in tunables}
     seen = {source_key(source), *exclude}
-    space = _space(source, tunables, target)
-    family = _family(tunables, measured or {}, target)
+    space = _space(source, tunables, target, backend)
+    family = _family(tunables, measured or {}, target, backend)
     combined = _best_per_knob(family, space)
     first: list[Variant] = []
     for point in ([combined] if combined is not None else []) + _extensions(tunables, family, space):
         if len(first) >= n or not any(str(point[k]) != str(current[k]) for k in point):
             continue
-        variant = _point_variant(source, current, point, target)
+        variant = _point_variant(source, current, point, target, backend)
         if variant.key not in seen:
             seen.add(variant.key)
             first.append(variant)
-    return first + _moves(source, tunables, current, target, space, n=n - len(first), seen=seen)
+    return first + _moves(source, tunables, current, target, space, n=n - len(first), seen=seen,
+                          backend=backend)
 
 
-def _family(tunables: list[Tunable], measured: dict[str, float], target: HardwareTarget
+def _family(tunables: list[Tunable], measured: dict[str, float], target: HardwareTarget, backend: str
             ) -> list[tuple[dict[str, int], float]]:
     """The measured kernels with the parent's knobs: (their integer knob values, time)."""
     names = [t.name for t in tunables]
     rows = []
     for other, time in measured.items():
-        values = {t.name: t.value for t in find_tunables(other, target)}
+        values = {t.name: t.value for t in find_tunables(other, target, backend)}
         if list(values) == names and time > 0:
             rows.append(({k: v for k, v in values.items() if isinstance(v, int)}, time))
     return rows
@@ -96,12 +98,13 @@ def _extensions(tunables: list[Tunable], rows: list[tuple[dict[str, int], float]
     return points
 
 
-def _space(source: str, tunables: list[Tunable], target: HardwareTarget) -> list[dict[str, int]] | None:
+def _space(source: str, tunables: list[Tunable], target: HardwareTarget, backend: str
+           ) -> list[dict[str, int]] | None:
     """The parent's whole space when it is small enough to enumerate, else None."""
     size = 1
     for tunable in tunables:
         size *= max(len(tunable.choices), 1)
-    return parameter_space(source, target) if size <= MAX_ENUMERATED else None
+    return parameter_space(source, target, backend) if size <= MAX_ENUMERATED else None
 
 
 def _best_per_knob(family: list[tuple[dict[str, int], float]], space: list[dict[str, int]] | None
@@ -145,14 +148,14 @@ def _best_per_knob(family: list[tuple[dict[str, int], float]], space: list[dict[
 
 
 def _moves(source: str, tunables: list[Tunable], current: dict[str, int | str], target: HardwareTarget,
-           space: list[dict[str, int]] | None, *, n: int, seen: set[str]) -> list[Variant]:
+           space: list[dict[str, int]] | None, *, n: int, seen: set[str], backend: str) -> list[Variant]:
     if n <= 0:
         return []
     if space is not None:
         remaining = []
         for point in space:
             if any(str(point[name]) != str(current[name]) for name in point):
-                variant = _point_variant(source, current, point, target)
+                variant = _point_variant(source, current, point, target, backend)
                 if variant.key not in seen:
                     remaining.append(variant)
         if len(remaining) <= n:
@@ -167,7 +170,7 @@ def _moves(source: str, tunables: list[Tunable], current: dict[str, int | str], 
             # another knob is then allowed as long as the space has a point like it
             if all(isinstance(v, int) for v in point.values()) and tuple(sorted(point.items())) not in allowed:
                 continue
-        variant = _point_variant(source, current, {tunable.name: value}, target)
+        variant = _point_variant(source, current, {tunable.name: value}, target, backend)
         if variant.key in seen:
             continue
         seen.add(variant.key)

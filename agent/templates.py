@@ -13,11 +13,22 @@ from typing import Any
 from kgen.prompts import PROMPTS_DIR
 
 
+def backend_label(name: str) -> str:
+    """How people write a backend ("CuTe DSL"), from the registry at render time; a name the
+    registry no longer knows (an old knowledge-base entry) is shown as it is."""
+    from kgen.backends.registry import UnknownBackendError, backend_info
+
+    try:
+        return backend_info(name).label
+    except UnknownBackendError:
+        return name
+
+
 @lru_cache(maxsize=1)
 def _environment():
     import jinja2
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -25,6 +36,9 @@ def _environment():
         lstrip_blocks=True,
         autoescape=False,
     )
+    # a global, so that macros imported without context (``_sections.j2``) can label too
+    env.globals["backend_label"] = backend_label
+    return env
 
 
 def render_template(name: str, **context: Any) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
     from kgen.backends.targets import HardwareTarget
+    from kgen.backends.tunables import Tunable
 
 
 class KernelLaunch(BaseModel):
@@ -58,6 +59,9 @@ class Backend(Protocol):
     """What evaluation asks of a kernel backend."""
 
     name: str
+    #: whether cross-compiling needs the candidate's own calls (their arguments shape what is
+    #: built): the evaluation then calls it once under :meth:`compile_during_calls`
+    compiles_from_calls: bool
 
     def prepare_process(self, device: str) -> None:
         """Set up the process before the backend is imported (e.g. the CPU interpreter)."""
@@ -82,6 +86,15 @@ class Backend(Protocol):
     ) -> list[KernelReport]:
         """Compile each launched kernel for a target that need not be present."""
 
+    def compile_during_calls(self, targets: list[HardwareTarget]) -> AbstractContextManager:
+        """While active, each distinct kernel call recorded is also compiled for ``targets``
+        and :meth:`cross_compile` answers from those builds; a no-op where launch records
+        suffice."""
+
+    def compile_error(self, exc: BaseException) -> str | None:
+        """``exc`` as a compile error the fix prompt can use, or None when it is not the
+        toolchain's compile error."""
+
     def interpreter_limit(self, exc: BaseException) -> str | None:
         """Why ``exc``, raised while a candidate ran on the CPU, is the CPU emulation's limit and
         not the kernel's fault (a short reason), or None when the candidate itself failed."""
@@ -98,3 +111,10 @@ class Backend(Protocol):
         """Coarse features of a candidate's strategy (kernels, tensor cores, persistent, block
         class, ...): the search keeps the fastest kernel of each combination (MAP-Elites), so
         a different idea survives beside the leader. Empty when the source cannot be read."""
+
+    def find_tunables(self, source: str, target: HardwareTarget | None) -> list[Tunable]:
+        """The knobs of a kernel source that change its speed and never its results (launch
+        warps and stages, literal tile sizes, programs per SM), in source order, each with
+        the exact source spans to rewrite and its choices for ``target`` (None: the widest
+        any target allows); the offline search (``agent/mutation.py``) moves them. Empty when
+        the source has none or does not parse."""

@@ -25,9 +25,12 @@ import sys
 import sysconfig
 import threading
 from contextlib import AbstractContextManager
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from kgen.backends.registry import all_backend_info
 
 _PROCESS_EVENTS = frozenset(
     {"subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn",
@@ -68,6 +71,7 @@ class CandidateGuard:
         self._emulation = emulation
 
     def install(self) -> None:
+        _compiler_tool_dirs()
         sys.addaudithook(self._hook)
 
     def __enter__(self) -> CandidateGuard:
@@ -147,12 +151,18 @@ class CandidateGuard:
         raise PermissionError(f"kgen sandbox: {action} not allowed for candidates ({detail})")
 
 
+@lru_cache(maxsize=1)
 def _compiler_tool_dirs() -> tuple[str, ...]:
-    """Where the kernel compilers keep their own tools (Triton's ptxas, ld.lld, ...)."""
-    spec = importlib.util.find_spec("triton")
-    if spec is None or not spec.submodule_search_locations:
-        return ()
-    return tuple(os.path.realpath(p) + os.sep for p in spec.submodule_search_locations)
+    """Where the kernel compilers keep their own tools (Triton's ptxas, ld.lld, ...): the
+    package folders of every registered backend's toolchain (``BackendInfo.requires``).
+    Found once, when the guard is installed, not inside the audit hook."""
+    dirs: list[str] = []
+    for info in all_backend_info():
+        for name in info.requires:
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.submodule_search_locations:
+                dirs += [os.path.realpath(p) + os.sep for p in spec.submodule_search_locations]
+    return tuple(dirs)
 
 
 def _is_compiler_tool(args: tuple) -> bool:

@@ -19,15 +19,21 @@ TIMING_INPUT_SETS = 3
 
 def _comparable(ev, problem, torch) -> dict[str, Any]:
     """What makes two baseline timings comparable: the problem file, its sizes and policies,
-    the device and the library versions (a cache key's parts)."""
-    import triton
+    the device and the library versions (a cache key's parts): torch's and those of every
+    toolchain the candidate's backend requires (``BackendInfo.requires``)."""
+    import importlib
 
+    from kgen.backends.registry import backend_info
     from kgen.evals.baseline_cache import file_digest
 
+    toolchains = {
+        name: str(getattr(importlib.import_module(name), "__version__", "unknown"))
+        for name in backend_info(ev.request.backend).requires
+    }
     return {
         "problem": file_digest(ev.request.problem_path), "sizes": problem.sizes,
         "policies": ev.request.policies.describe(), "device": torch.cuda.get_device_name(ev.device),
-        "torch": torch.__version__, "triton": triton.__version__,
+        "torch": torch.__version__, **toolchains,
     }
 
 

@@ -319,13 +319,15 @@ def wait_for_arguments(wait_args: Sequence[str], stdin=None) -> list[str] | None
     imports triton (on the CPU the interpreter is chosen at import). None when kgen closed
     stdin without a request (the spare was discarded)."""
     device, backend = wait_args
-    from kgen.backends.registry import get_backend
+    import importlib
+
+    from kgen.backends.registry import backend_info, get_backend
 
     get_backend(backend).prepare_process(device)
     import torch
 
-    if backend == "triton":
-        import triton  # noqa: F401 - the same first-import work the cold child does before the candidate
+    for toolchain in backend_info(backend).requires:
+        importlib.import_module(toolchain)  # the same first-import work the cold child does
     if device.startswith("cuda"):
         torch.cuda.init()  # the driver and torch's CUDA state; no context is made yet
         torch.cuda.synchronize(device)  # the device's primary context, which the run reuses

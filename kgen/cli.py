@@ -16,11 +16,20 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from kgen.backends.registry import (
+    DEFAULT_BACKEND,
+    UnknownBackendError,
+    backend_info,
+    known_backends,
+)
 from kgen.kb_cli import kb_app
 from kgen.report_cli import report_command
 from kgen.run_cli import resume_command, run_command, runs_command
 from kgen.solve_cli import solve_command
 from kgen.terminal import console, err_console, fail_usage, print_error
+
+#: the registered backends, for option help
+BACKEND_NAMES = ", ".join(known_backends())
 
 app = typer.Typer(
     name="kgen",
@@ -168,7 +177,7 @@ def eval_command(
     seed: Annotated[list[int] | None, typer.Option(help="Fixed seed (repeatable), to reproduce a failure. Default: fresh seeds.")] = None,
     seeds: Annotated[int, typer.Option(help="How many fresh seeds to try.", min=1)] = 3,
     timeout: Annotated[float, typer.Option(help="Hard time limit for the candidate's process, seconds.", min=1)] = 300.0,
-    backend: Annotated[str, typer.Option(help="Kernel backend of the candidate.")] = "triton",
+    backend: Annotated[str, typer.Option(help=f"Kernel backend of the candidate ({BACKEND_NAMES}).")] = DEFAULT_BACKEND,
     train_check: Annotated[
         bool, typer.Option("--train-check", help="Backward problems: also train a small model with the candidate's gradient.")
     ] = False,
@@ -236,6 +245,10 @@ def bench_command(
     timeout: Annotated[float, typer.Option(help="Time limit per candidate, seconds.", min=1)] = 600.0,
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     torch_ops: Annotated[str | None, typer.Option("--torch-ops", help=TORCH_OPS_HELP)] = None,
+    backend: Annotated[
+        str, typer.Option(help=f"Kernel backend of the candidates ({BACKEND_NAMES}); the default candidates "
+                          "are its shipped seed kernels.")
+    ] = DEFAULT_BACKEND,
     self_test: Annotated[
         bool,
         typer.Option("--self-test", help="Evaluate each problem's own reference as the candidate (kernel rules off, "
@@ -273,7 +286,11 @@ def bench_command(
         fail_usage(f"--device must be auto, cpu or cuda, not '{device}'")
     if suite is not None and not suite.is_dir():
         fail_usage(f"suite folder not found: {suite}")
-    candidates = candidates or SEED_KERNELS_DIR / "triton"
+    try:
+        info = backend_info(backend)
+    except UnknownBackendError as exc:
+        fail_usage(str(exc.args[0] if exc.args else exc))
+    candidates = candidates or SEED_KERNELS_DIR / info.name
     if not candidates.is_dir():
         fail_usage(f"candidates folder not found: {candidates}")
     try:
@@ -290,13 +307,14 @@ def bench_command(
     except PolicyError as exc:
         fail_usage(str(exc))
     if resolved != "cuda":
-        err_console.print("timings need a GPU: running verification only (Triton interpreter)", highlight=False)
+        how = f"{info.label} interpreter" if info.runs_on_cpu else f"{info.label} kernels compiled, not run"
+        err_console.print(f"timings need a GPU: running verification only ({how})", highlight=False)
         if no_verify:
             fail_usage("--no-verify on a machine without a GPU leaves nothing to run")
     options = EvalOptions(
         device=resolved, bench=resolved == "cuda" and not self_test, small_sizes=small or resolved == "cpu",
         timeout_s=timeout, n_seeds=1 if no_verify else 3, distributions=not no_verify, precision=precision,
-        torch_ops=torch_ops, prestart=True,
+        torch_ops=torch_ops, prestart=True, backend=info.name,
         # the problems' baselines and the device's figures, measured once for this run's output
         baseline_cache_dir=str(out / "baselines"),
     )

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
+from kgen.backends.targets import DEFAULT_TARGET
 from kgen.settings import Settings
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ PROVIDER_KEYS: dict[str, tuple[str, str]] = {
 _PROVIDER_NAMES = {"openai": "an OpenAI", "anthropic": "an Anthropic"}
 KeyStatus = Literal["yes (env)", "yes (config)", "yes (flag)", "no"]
 #: when no target is configured and no GPU names one
-FALLBACK_TARGET = "h100"
+FALLBACK_TARGET = DEFAULT_TARGET
 #: how long each model endpoint gets to answer `kgen doctor`, all requests to it included
 ENDPOINT_DEADLINE_S = 5.0
 #: doctor's exit status when a configured model cannot be used (0 otherwise)
@@ -439,16 +440,45 @@ def _device_line(settings: Settings, d: Diagnosis) -> str:
         target = d.gpu.target or "no known target"
         return f"GPU: {d.gpu.name} → target {target}; kernels verified and timed on it"
     reason = "device = cpu" if d.gpu.available else "no GPU"
-    return (f"{reason}: kernels verified in Triton's CPU interpreter, cross-compiled for {cross}; "
+    info = _backend_info(settings.backend)
+    if info is not None and not info.runs_on_cpu:
+        return (f"{reason}: {info.label} kernels compiled for {cross} but not run (no CPU emulation): "
+                "verification and timings need a GPU")
+    label = info.label if info is not None else settings.backend
+    return (f"{reason}: kernels verified in {label}'s CPU interpreter, cross-compiled for {cross}; "
             "timings need a GPU")
 
 
+def _backend_info(name: str):
+    """The registry's entry for the configured backend, or None (an unknown name: an issue)."""
+    from kgen.backends.registry import UnknownBackendError, backend_info
+
+    try:
+        return backend_info(name)
+    except UnknownBackendError:
+        return None
+
+
 def _check_setup(settings: Settings, d: Diagnosis) -> None:
-    for name in ("torch", "triton"):
-        if d.packages.get(name) is None:
-            d.issues.append(f"{name} is not installed: kgen cannot compile or verify kernels")
-    if settings.backend == "cute" and d.packages.get("nvidia-cutlass-dsl") is None:
-        d.issues.append("backend cute needs the CuTe DSL: pip install 'kgen[cute]'")
+    from kgen.backends.registry import UnknownBackendError, missing_requirement, target_problem
+    from kgen.backends.targets import UnknownTargetError, resolve_target
+
+    if d.packages.get("torch") is None:
+        d.issues.append("torch is not installed: kgen cannot compile or verify kernels")
+    try:
+        missing = missing_requirement(settings.backend)
+    except UnknownBackendError as exc:
+        missing = str(exc.args[0] if exc.args else exc)
+    if missing is not None:
+        d.issues.append(missing)
+    elif _backend_info(settings.backend) is not None:
+        for name in d.targets:
+            try:
+                problem = target_problem(settings.backend, resolve_target(name))
+            except UnknownTargetError:
+                continue  # the targets probe reports it
+            if problem is not None:
+                d.issues.append(problem)
     if settings.executor == "ray" and _package_version("ray") is None:
         d.issues.append("executor ray needs Ray: pip install 'kgen[ray]'")
     if settings.models and d.packages.get("langgraph") is None:

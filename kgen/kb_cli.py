@@ -14,6 +14,7 @@ import typer
 from rich.syntax import Syntax
 from rich.table import Table
 
+from kgen.backends.registry import known_backends
 from kgen.terminal import console, err_console, fail_usage
 
 kb_app = typer.Typer(
@@ -89,7 +90,7 @@ def kb_init(kb: KbOption = None) -> None:
 def kb_list(
     kb: KbOption = None,
     problem: Annotated[str | None, typer.Option(help="Only this problem.")] = None,
-    backend: Annotated[str | None, typer.Option(help="Only this backend (triton, cute).")] = None,
+    backend: Annotated[str | None, typer.Option(help=f"Only this backend ({', '.join(known_backends())}).")] = None,
     target: Annotated[str | None, typer.Option(help="Only this target (h100, mi300x, ...).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 50,
 ) -> None:

@@ -31,8 +31,18 @@ from pydantic import Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic.types import StringConstraints
 
+from kgen.backends.registry import DEFAULT_BACKEND, all_backend_info, known_backends
+from kgen.backends.targets import DEFAULT_TARGET
+
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 ENV_PREFIX = "KGEN_"
+
+
+def _backend_doc() -> str:
+    """The backend option's config comment, from the registry's entries."""
+    names = ", ".join(f'"{b.name}" ({b.label})' for b in all_backend_info())
+    return (f"Kernel language of the candidates: {names}.\n"
+            "`kgen doctor` says whether the chosen one's toolchain is installed.")
 
 
 @dataclass(frozen=True)
@@ -193,22 +203,21 @@ How often a model call that failed (rate limited, HTTP 5xx, dropped connection) 
 tried again, with backoff, within llm_timeout_s (0 = never).""",
     ),
     Option(
-        name="backend", annotation=NonEmpty, default="triton", section=WHAT, run="resolved",
-        expected="a backend name such as 'triton'", flags=("--backend",),
-        help="Kernel language: triton or cute. Default: backend as configured, else the "
-             "request's, else triton.",
-        doc='Kernel language of the candidates ("triton"; "cute" where the CuTe DSL backend '
-            'is installed).',
+        name="backend", annotation=NonEmpty, default=DEFAULT_BACKEND, section=WHAT, run="resolved",
+        expected=f"a backend name: {', '.join(known_backends())}", flags=("--backend",),
+        help=f"Kernel language: {' or '.join(known_backends())}. Default: backend as configured, "
+             f"else the request's, else {DEFAULT_BACKEND}.",
+        doc=_backend_doc(),
     ),
     Option(
         name="targets", annotation=list[NonEmpty], default=[], section=WHAT,
         expected="a list of hardware target names such as 'h100'", flags=("--target", "-t"),
         help="Hardware target, repeatable (h100, mi300x, ...). Default: targets as configured, "
-             "else the request's, else the local GPU's, else h100.",
-        doc="""\
+             f"else the request's, else the local GPU's, else {DEFAULT_TARGET}.",
+        doc=f"""\
 Hardware targets to compile every candidate for, whether or not that GPU is
 present: h100, h100-pcie, h200, b200, a100, l40s, mi300x (`kgen targets` lists
-them and their aliases). Empty = the local GPU's target, or h100 on a machine
+them and their aliases). Empty = the local GPU's target, or {DEFAULT_TARGET} on a machine
 without a GPU. Kernels are timed only on the GPU that is actually present.
 Example:
   targets = ["h100", "mi300x"]""",

@@ -21,6 +21,7 @@ import hashlib
 import math
 import re
 from collections import Counter
+from functools import lru_cache
 from typing import Any
 
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
@@ -42,7 +43,6 @@ SYNONYMS: dict[str, str] = {
     "gemm": "matmul", "mm": "matmul", "linear": "matmul", "dot": "matmul",
     "attn": "attention", "sdpa": "attention", "flash": "attention",
     "emb": "embedding", "embed": "embedding",
-    "cutlass": "cute", "cutedsl": "cute", "jit": "triton",
     # targets fold to their family: the store filters on exact targets, words find the family
     "h100": "hopper", "h200": "hopper", "sm90": "hopper", "b200": "blackwell",
     "sm100": "blackwell", "a100": "ampere", "sm80": "ampere", "l40s": "ada", "sm89": "ada",
@@ -79,14 +79,34 @@ def tokenize(text: str) -> list[str]:
             word = part.lower()
             if not word or word.isdigit() and len(word) > 6:
                 continue
-            words.append(SYNONYMS.get(word, word))
+            words.append(SYNONYMS.get(word) or _backend_synonyms().get(word, word))
     merged: list[str] = []
     for word in words:
         if merged and (merged[-1], word) in JOINED_PAIRS:
             merged[-1] = JOINED_PAIRS[(merged[-1], word)]
             continue
         merged.append(word)
-    return [w for w in merged if w not in STOPWORDS and len(w) > 1]
+    noise = _decorator_words()
+    return [w for w in merged if w not in STOPWORDS and w not in noise and len(w) > 1]
+
+
+@lru_cache(maxsize=1)
+def _backend_synonyms() -> dict[str, str]:
+    """The one-word spellings of each registered backend ("cutlass", "cutedsl") folded to its
+    name, so a request and a stored kernel meet however either spells the backend. From the
+    registry: a new backend is found by its words with no edit here."""
+    from kgen.backends.registry import backend_words
+
+    return {word: name for word, name in backend_words().items() if word.isalnum() and word != name}
+
+
+@lru_cache(maxsize=1)
+def _decorator_words() -> frozenset[str]:
+    """The last words of the backends' kernel decorators ("jit", "kernel"): on every kernel of
+    a backend alike, so they say nothing about which kernel it is."""
+    from kgen.backends.registry import all_kernel_decorators
+
+    return frozenset(d.rsplit(".", 1)[-1] for d in all_kernel_decorators())
 
 
 def _bucket(feature: str, dimension: int) -> tuple[int, float]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kgen.backends.registry import known_backends
 from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, target_family
 from kgen.knowledge_base.store import KnowledgeBase
 
@@ -23,8 +24,6 @@ from kgen.knowledge_base.store import KnowledgeBase
 PROBLEM_MATCH, SAME_TARGET, SAME_FAMILY, SPEED = 2.0, 0.3, 0.2, 0.1
 #: candidates fetched from the vector index before re-ranking
 CANDIDATE_POOL = 100
-#: backends whose best kernels are looked up when a search names no backend
-KNOWN_BACKENDS = ("triton", "cute")
 
 
 class RetrievedKernel(BaseModel):
@@ -99,7 +98,8 @@ def search_kernels(
         for kernel_id, meta, similarity in kb.kernel_summaries_where({"backend": backend}, text):
             pool[kernel_id] = (meta, similarity)
     if problem:
-        backends = [backend] if backend else list(KNOWN_BACKENDS)
+        # a search that names no backend looks up every registered backend's best kernels
+        backends = [backend] if backend else known_backends()
         for kernel_id, meta, similarity in kb.best_kernel_summaries(problem, backends, text):
             pool[kernel_id] = (meta, similarity)
     ranked: list[tuple[tuple, str, float, str]] = []

@@ -34,6 +34,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+#: the shipped seed kernels it mutates are Triton's, measured on an H100
+BACKEND = "triton"
+TARGET = "h100"
+
 
 class Row(BaseModel):
     problem: str
@@ -55,8 +59,8 @@ def candidates_for(problem: str, n: int, workdir: Path, seed: int) -> list[Path]
     from kgen.backends.targets import resolve_target
     from kgen.knowledge_base import SEED_KERNELS_DIR
 
-    source = (SEED_KERNELS_DIR / "triton" / f"{problem}.py").read_text()
-    variants = mutate(source, resolve_target("h100"), n=n - 1, rng=random.Random(seed))
+    source = (SEED_KERNELS_DIR / BACKEND / f"{problem}.py").read_text()
+    variants = mutate(source, resolve_target(TARGET), n=n - 1, rng=random.Random(seed), backend=BACKEND)
     paths = []
     for i, text in enumerate([source, *(v.source for v in variants)]):
         path = workdir / f"{problem}_{i}.py"
@@ -76,7 +80,7 @@ def run_mode(problem: str, paths: list[Path], mode: str, run_dir: Path, json_dir
     from kgen.evals.batch import evaluate_batch
 
     defaults = RunOptions(request=problem)
-    options = agent_eval_options("cuda", "triton", "h100", full=False, train_check=defaults.train_check,
+    options = agent_eval_options("cuda", BACKEND, TARGET, full=False, train_check=defaults.train_check,
                                  timeout_s=defaults.eval_timeout_s, run_path=run_dir)
 
     def heard(index: int, result) -> None:

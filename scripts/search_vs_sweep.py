@@ -69,6 +69,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS_DIR = ROOT / "scripts" / "detuned_seeds"
+#: the de-tuned seeds are Triton kernels (run under TRITON_INTERPRET on a CPU): their backend
+#: finds their knobs and names them in the knowledge base
+BACKEND = "triton"
 EVIDENCE_FILE = "evidence.json"
 DEFAULT_PROBLEMS = ("rmsnorm_backward", "layernorm_forward", "softmax")
 RESULT_FILE = "result.json"
@@ -181,7 +184,7 @@ def _run_option(text: str) -> tuple[str, Any]:
 def knob_values(source: str, target) -> dict[str, Any]:
     from kgen.agent.mutation import find_tunables
 
-    return {t.name: t.value for t in find_tunables(source, target)}
+    return {t.name: t.value for t in find_tunables(source, target, BACKEND)}
 
 
 def config_key(config: dict[str, Any]) -> str:
@@ -216,7 +219,7 @@ def write_variants(name: str, seed_source: str, points: list[dict[str, int]], ta
     paths = []
     for index, point in enumerate(points):
         path = folder / f"{name}_{index:03d}.py"
-        path.write_text(apply_values(seed_source, point, target))
+        path.write_text(apply_values(seed_source, point, target, BACKEND))
         paths.append(path)
     return paths
 
@@ -291,9 +294,9 @@ def seed_knowledge_base(name: str, seed_path: Path, kb_dir: Path, target: str, d
     if cached and cached.get("code_hash") == code_hash:
         how = f"evidence from {EVIDENCE_FILE} ({cached.get('measured_by', 'recorded')})"
         entry = KernelEntry(
-            id=kernel_id(code_hash, info.name, "triton", target, dtype), source=source,
+            id=kernel_id(code_hash, info.name, BACKEND, target, dtype), source=source,
             spec_text=spec_text, problem=info.name, operation=info.name.replace("_", " "),
-            backend="triton", target=target, target_family=target_family(target), dtype=dtype,
+            backend=BACKEND, target=target, target_family=target_family(target), dtype=dtype,
             evidence=VerificationSummary.model_validate(cached["evidence"]), provenance=provenance,
             code_hash=code_hash,
         )
@@ -578,7 +581,7 @@ def run_problem(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    points = parameter_space(seed_source, target)
+    points = parameter_space(seed_source, target, BACKEND)
     if not points:
         raise RuntimeError(f"{seed_path} has no knobs kgen's mutation can move")
     seed_config = knob_values(seed_source, target)
@@ -616,7 +619,7 @@ def run_problem(name: str, args: argparse.Namespace) -> dict[str, Any]:
         result["sweep"] = rows
         if winner is not None:
             winner["same_source_as_applied"] = source_key(winner.pop("source")) == source_key(
-                apply_values(seed_source, winner["config"], target)) if winner["config"] in sweep_points else False
+                apply_values(seed_source, winner["config"], target, BACKEND)) if winner["config"] in sweep_points else False
         if not args.dry_run:
             timed = sorted((r for r in rows if r["in_space"] and r["ms"] is not None), key=lambda r: r["ms"])
             keys = {config_key(r["config"]): sweep_points.index(r["config"]) for r in timed[:CONFIRM_TOP]}
@@ -777,8 +780,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.target == "auto":
         from kgen.agent.run_options import local_target
+        from kgen.backends.targets import DEFAULT_TARGET
 
-        args.target = (local_target() if args.device == "cuda" else None) or "h100"
+        args.target = (local_target() if args.device == "cuda" else None) or DEFAULT_TARGET
     if args.write_evidence:
         return write_evidence(args)
     if args.device == "cuda":

@@ -5,18 +5,21 @@ from __future__ import annotations
 import os
 import sys
 import types
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from kgen.backends.base import KernelLaunch, KernelReport
 from kgen.backends.module_loading import load_module_from_file
 from kgen.backends.targets import HardwareTarget
+from kgen.backends.tunables import Tunable
 
 
 class TritonBackend:
     """Triton kernels: run on a CUDA/ROCm GPU, or on CPU tensors through ``TRITON_INTERPRET=1``."""
 
     name = "triton"
+    #: launch records carry what cross-compiling needs (``cross_compile.py``)
+    compiles_from_calls = False
 
     def prepare_process(self, device: str) -> None:
         """Choose Triton's mode for this process; call it before anything imports triton.
@@ -93,6 +96,21 @@ class TritonBackend:
         from kgen.backends.triton.features import strategy_features
 
         return strategy_features(source)
+
+    def find_tunables(self, source: str, target: HardwareTarget | None = None) -> list[Tunable]:
+        """Launch keywords, ``triton.Config`` / constexpr block sizes (``tunables.py``)."""
+        from kgen.backends.triton.tunables import find_tunables
+
+        return find_tunables(source, target)
+
+    def compile_during_calls(self, targets: list[HardwareTarget]) -> AbstractContextManager:
+        """Nothing to do: Triton cross-compiles from the launch records afterwards."""
+        return nullcontext()
+
+    def compile_error(self, exc: BaseException) -> str | None:
+        """Triton compiles at the launch, inside the candidate's call: its errors are runtime
+        errors with Triton's own message, which the fix prompt shows as they are."""
+        return None
 
     def interpreter_limit(self, exc: BaseException) -> str | None:
         """What Triton's CPU interpreter cannot run (``interpreter_compat.needs_gpu_reason``)."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from kgen.backends.targets import HardwareTarget, resolve_target
+from kgen.backends.targets import DEFAULT_TARGET, HardwareTarget, resolve_target
 
 #: the torch factory functions that take ``device=``
 _FACTORIES = (
@@ -91,10 +91,10 @@ def _capability(target: HardwareTarget) -> tuple[int, int]:
 
 
 class gpu_idioms_on_cpu:  # noqa: N801 - used like a function: ``with gpu_idioms_on_cpu():``
-    """Context manager: torch's GPU idioms answered as ``target`` (default H100) on the CPU."""
+    """Context manager: torch's GPU idioms answered as ``target`` (default: ``DEFAULT_TARGET``) on the CPU."""
 
     def __init__(self, target: HardwareTarget | str | None = None):
-        self.target = resolve_target(target or "h100")
+        self.target = resolve_target(target or DEFAULT_TARGET)
         self._patches: list[tuple[Any, str, Any]] | None = None
 
     def __enter__(self) -> gpu_idioms_on_cpu:

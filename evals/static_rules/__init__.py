@@ -44,9 +44,10 @@ classes). Two scopes, on purpose:
 
 * the torch-math family (``torch-math``, ``tensor-method``,
   ``tensor-operator``, ``torch-module-call``) judges module-level code and
-  functions that can run on or after a forward call; not ``@triton.jit``
-  bodies, not code that runs only while ``ModelNew`` is constructed, not
-  code nothing reaches (an uncalled ``get_inputs()``, a pasted ``class
+  functions that can run on or after a forward call; not kernel bodies
+  (``@triton.jit``, ``@cute.kernel``, ``@cute.jit``: the registry's
+  ``kernel_decorators``), not code that runs only while ``ModelNew`` is
+  constructed, not code nothing reaches (an uncalled ``get_inputs()``, a pasted ``class
   Model``, unused helpers), not the non-GPU side of a device test
   (:mod:`.device_guard`), not registered-buffer updates or seed draws
   (:mod:`.math_scope`). What it misses, the dispatch recorder

@@ -1,7 +1,8 @@
 """What every rule family reads: the parsed module, its imports and structure, and reporting.
 
 :class:`_Context` parses nothing itself; it is handed the tree, resolves names to the dotted
-paths they were imported as, finds classes, ``@triton.jit`` functions, ``torch.nn`` module
+paths they were imported as, finds classes, kernel functions (every registered backend's
+``kernel_decorators``: ``@triton.jit``, ``@cute.kernel``, ``@cute.jit``), ``torch.nn`` module
 instances and tensor attributes of ``self``, works out which functions run on the forward path
 and which only from ``__init__``, and records violations. The rule families are mixins over it
 (:mod:`.torch_math`, :mod:`.state`, :mod:`.escapes`, :mod:`.clock_env`), put together in
@@ -14,6 +15,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from kgen.backends.registry import all_kernel_decorators
 from kgen.evals.policies import Policies
 from kgen.evals.static_rules.ast_helpers import (
     _is_getattr_literal,
@@ -60,7 +62,11 @@ class _Context:
         self.imported: set[str] = set()  # names bound by import statements
         self.module_names: dict[str, str] = {}  # module-level name -> "mutable"/"value"/"def"/"class"
         self.classes: dict[str, _ClassInfo] = {}
+        #: kernel code of any backend (``kgen.backends.registry``'s ``kernel_decorators``)
         self.jit_functions: set[ast.AST] = set()
+        #: kernel function -> its decorator as the source writes it ("triton.jit", "cute.kernel")
+        self.kernel_decorator: dict[ast.AST, str] = {}
+        self._kernel_decorators = all_kernel_decorators()
         self.nn_instances: set[str] = set()  # names / self-attributes holding torch.nn modules
         self.self_tensors: set[str] = set()  # "self.X" assigned a Parameter / buffer / allocation
         self.returns_tensor: set[ast.AST] = set()  # functions seen returning a tensor
@@ -185,13 +191,14 @@ class _Context:
                                 info.mutable_attrs.update(_target_names(target))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and self._is_jit(node):
                 self.jit_functions.add(node)
-            # kernel = triton.jit(py_fn)
-            if isinstance(node, ast.Call) and self.resolve(node.func) in ("triton.jit", "triton.language.jit"):
+            # kernel = triton.jit(py_fn), cute.kernel(py_fn)
+            if isinstance(node, ast.Call) and self.resolve(node.func) in self._kernel_decorators:
                 for arg in node.args:
                     if isinstance(arg, ast.Name):
                         for fn in self.nodes:
                             if isinstance(fn, ast.FunctionDef) and fn.name == arg.id:
                                 self.jit_functions.add(fn)
+                                self.kernel_decorator.setdefault(fn, ast.unparse(node.func))
         # torch.nn module instances: x = nn.Linear(...), self.fc = nn.Linear(...)
         for node in self.nodes:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
@@ -257,11 +264,20 @@ class _Context:
                     stack.extend(handler.body)
 
     def _is_jit(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """Whether a decorator marks ``fn`` as kernel code of some registered backend."""
         for dec in fn.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
-            if self.resolve(target) in ("triton.jit", "triton.language.jit", "triton.runtime.jit.jit"):
+            if self.resolve(target) in self._kernel_decorators:
+                self.kernel_decorator.setdefault(fn, ast.unparse(target))
                 return True
         return False
+
+    def kernel_name_of(self, node: ast.AST) -> str:
+        """The decorator of the kernel function around ``node``, as written ("@triton.jit")."""
+        fn: ast.AST | None = node if node in self.jit_functions else self.enclosing.get(node)
+        while fn is not None and fn not in self.jit_functions:
+            fn = self.enclosing.get(fn)
+        return f"@{self.kernel_decorator.get(fn, 'kernel')}" if fn is not None else "@kernel"
 
     def _is_nn_class(self, func: ast.AST) -> bool:
         name = self.resolve(func)

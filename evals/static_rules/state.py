@@ -101,9 +101,9 @@ class _StateRules(_Context):
 
     def _check_module_state(self) -> None:
         class_attrs = {name: info.mutable_attrs for name, info in self.classes.items()}
+        # kernel functions are judged too: a Triton body runs as Python under the CPU interpreter,
+        # and a @cute.jit one while it is traced, so either could write module state there
         for fn in self.functions:
-            if fn in self.jit_functions:
-                continue
             local = self._locals_of(fn)
             info = self.owner.get(fn)
             for node in _walk_own(fn):
@@ -136,8 +136,26 @@ class _StateRules(_Context):
     def _module_level(self, root: ast.Name, local: set[str]) -> bool:
         return root.id in self.module_names and root.id not in local and root.id not in self.imported
 
+    def _stores_compiled_kernel(self, node: ast.AST) -> bool:
+        """``CACHE[key] = cute.compile(fn, ...)``: the value stored is a compiled executor (a
+        backend's compile call, ``registry.all_compile_functions``). Every real CuTe module
+        keeps one (a direct call re-traces on every call); the executor computes from the
+        arguments it is handed, and the run-time checks (cache probe, stale outputs) judge
+        what a cache returns. Anything else stored alongside is still state."""
+        value = getattr(node, "value", None) if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setdefault":
+            value = node.args[1] if len(node.args) == 2 else None
+        if not isinstance(value, ast.Call):
+            return False
+        from kgen.backends.registry import all_compile_functions
+
+        func = value.func.value if isinstance(value.func, ast.Subscript) else value.func  # cute.compile[opts](...)
+        return self.resolve(func) in all_compile_functions()
+
     def _check_state_store(self, sub, node, local, info, class_attrs) -> None:
         if not isinstance(sub, (ast.Attribute, ast.Subscript)):
+            return
+        if self._stores_compiled_kernel(node):
             return
         root = _root_name(sub)
         if root is None:
@@ -173,6 +191,8 @@ class _StateRules(_Context):
         root = _root_name(receiver)
         if root is None:
             return
+        if self._stores_compiled_kernel(node):
+            return
         if self._module_level(root, local):
             self.report("module-cache", node, f"`.{name}()` mutates module-level `{root.id}` (state kept across calls)")
             return
@@ -192,6 +212,8 @@ class _StateRules(_Context):
                         if isinstance(sub, (ast.Attribute, ast.Subscript)) and _self_attr_root(sub):
                             if isinstance(node, ast.Assign) and _relayout_of(node.value, sub):
                                 continue  # self.w.data = self.w.data.contiguous(): same values, new layout
+                            if self._stores_compiled_kernel(node):
+                                continue  # self._compiled[key] = cute.compile(...): a compile cache
                             if buffer_of(sub, self.buffers) is not None:
                                 continue  # self.running_mean = ...: a registered buffer's update
                             self.report("instance-state", node, f"`{ast.unparse(sub)}` written on the forward path (state kept across calls)")

@@ -30,16 +30,18 @@
 * ``torch-module-call`` — calling an instance of a ``torch.nn`` class
   (``self.linear(x)`` for ``self.linear = nn.Linear(...)``, ``nn.ReLU()(x)``,
   ``self.layers[i](x)``, ``.forward(...)`` on one).
-* ``torch-in-kernel`` — any ``torch`` name inside a ``@triton.jit`` function
-  (under the CPU interpreter a kernel body is plain Python and could call
-  torch; compiled for a GPU it cannot).
+* ``torch-in-kernel`` — any ``torch`` name inside a kernel function: one a
+  registered backend's ``kernel_decorators`` mark (``@triton.jit``,
+  ``@cute.kernel``, ``@cute.jit``; under the CPU interpreter a Triton body is
+  plain Python and could call torch, and a ``@cute.jit`` body runs as Python
+  while it is traced; compiled for a GPU neither can).
 * ``compute-library`` — importing numpy, cupy, jax, scipy, numba, pycuda,
   cuda-python, tensorflow...: compute done outside the kernel.
 
 Scope: the torch-math family (``torch-math``, ``tensor-method``,
 ``tensor-operator``, ``torch-module-call``) applies to the whole module
-except the bodies of ``@triton.jit`` functions (``tl.*`` there *is* the
-kernel) and code reachable only from ``__init__`` (parameter
+except the bodies of kernel functions (``tl.*`` / ``cute.*`` there *is*
+the kernel) and code reachable only from ``__init__`` (parameter
 initialisation such as ``nn.init.kaiming_uniform_`` or
 ``torch.randn(...) * 0.02`` is not on the forward path; the evaluation
 loads the reference's weights afterwards anyway). ``try-except``,
@@ -347,7 +349,7 @@ class _TorchMathRules(_Context):
     # -- torch-in-kernel, torch-math -------------------------------------------------------------
     def _dotted_torch_in_kernel(self, node: ast.AST, chain: str) -> bool:
         if self._in_jit(node):
-            self.report("torch-in-kernel", node, f"`{chain}` inside a @triton.jit function")
+            self.report("torch-in-kernel", node, f"`{chain}` inside a {self.kernel_name_of(node)} function")
             return True
         return False
 

@@ -25,7 +25,7 @@ RULES: dict[str, tuple[RejectionClass, str]] = {
     "tensor-method": (_NK, "a tensor compute method (.sum(), .exp(), .matmul() ...)"),
     "tensor-operator": (_NK, "the @ operator, or arithmetic/comparison operators on tensors"),
     "torch-module-call": (_NK, "calling a torch.nn module (nn.Linear, nn.Conv2d ...) instead of a kernel"),
-    "torch-in-kernel": (_NK, "torch used inside a @triton.jit function"),
+    "torch-in-kernel": (_NK, "torch used inside a kernel function (a backend's kernel decorator: @triton.jit, @cute.kernel ...)"),
     "compute-library": (_NK, "numpy/cupy/jax/numba/... imported: compute outside the kernel"),
     "module-cache": (_FC, "module- or class-level state written from a function (caching across calls)"),
     "global-statement": (_FC, "global/nonlocal statement (state kept across calls)"),
