@@ -100,6 +100,8 @@ def apply_result(record: CandidateRecord, result) -> CandidateRecord:
 def describe(record: CandidateRecord) -> str:
     if record.status == "no_code":
         return f"no code ({record.reason})"
+    if record.verdict == "inconclusive" and record.rejection == "compiled_not_run":
+        return "compiled, not run (its kernels need a GPU): " + record.reason.removeprefix("compiled, not run: ")
     if not record.passed:
         return f"{(record.verdict or 'rejected').upper()} ({record.rejection}): {record.reason}"
     if record.time_ms is None:

@@ -149,8 +149,12 @@ def write_outputs(runner: Runner, state: RunState) -> RunSummary:
     runner.run.write("summary.json", summary.model_dump_json(indent=1))
     runner.run.write("usage.json", json_dump(summary.usage))
     best = best_for(runner.records(state), summary.targets[0]) if summary.targets else []
+    records = runner.records(state)
+    compiled_only = [r for r in records if r.verdict == "inconclusive" and r.rejection == "compiled_not_run"]
     runner.say(f"run finished: {len(summary.best)} target(s) with a verified kernel"
-               + (f"; best {best[0].id}" if best else ""))
+               + (f"; best {best[0].id}" if best else "")
+               + (f"; {len(compiled_only)} candidate(s) compiled, not run: this backend's kernels need a GPU "
+                  "to be verified (--device cuda)" if compiled_only and not best else ""))
     return summary
 
 

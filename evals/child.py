@@ -11,13 +11,14 @@ then the other input distributions, then the other size sets; then the
 ghost check (kernels switched off must change the output) and the cache
 probe (new values in the same buffers must give new outputs).
 
-Nothing here imports triton before the backend has prepared the process:
-the CPU interpreter is chosen by an environment variable read at import.
+Nothing here imports the backend's toolchain before the backend has prepared the
+process: Triton's CPU interpreter is chosen by an environment variable read at import.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 import sys
 import time
@@ -28,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.evals.bench_result import BenchResult
 from kgen.evals.failure_diagnosis import (
     diagnose,
@@ -60,7 +62,7 @@ MAX_HOST_READS = 16
 class ChildRequest(BaseModel):
     problem_path: str
     candidate_path: str
-    backend: str = "triton"
+    backend: str = DEFAULT_BACKEND
     device: str = "cpu"
     seeds: list[int]
     size_sets: list[dict[str, int]]
@@ -133,15 +135,16 @@ class _Evaluation:
         self.request = request
         self.report_path = report_path
         self.report = ChildReport()
-        from kgen.backends.registry import get_backend
+        from kgen.backends.registry import backend_info, get_backend
 
         self.backend = get_backend(request.backend)
         self.backend.prepare_process(request.device)
         self.backend.report_progress(report_path.parent / HEARTBEAT_FILE)
         import torch  # after prepare_process: torch may import triton
 
-        if request.backend == "triton":
-            import triton  # noqa: F401 - imported by kgen, so its first-import work is not the candidate's
+        for toolchain in backend_info(request.backend).requires:
+            # imported by kgen, so its first-import work is not the candidate's
+            importlib.import_module(toolchain)
 
         from kgen.evals.candidate_guard import CandidateGuard
         from kgen.evals.memory_report import DeviceMemory
@@ -155,11 +158,14 @@ class _Evaluation:
         #: when the device cannot hold its reference (``_plan``)
         self.behaviour_sizes: dict[str, int] = dict(request.size_sets[0])
         self.generated: list[dict[str, int]] = []
+        #: problem modules loaded at each set of sizes (``_problem``)
+        self.problems: dict[str, Any] = {}
         self.module: Any = None
         self.first_launches: list[KernelLaunch] = []
         self._held_before_call: int | None = None
         self.candidate_path = Path(request.candidate_path)
-        cache = os.environ.get("TRITON_CACHE_DIR", str(Path(request.workdir) / ".triton"))
+        cache_env = backend_info(request.backend).cache_env
+        cache = os.environ.get(cache_env or "", "") or str(Path(request.workdir) / f".{request.backend}")
         from kgen.backends.targets import resolve_target
 
         # Only for code that asks about the GPU: the emulation swaps a few torch names, which a
@@ -750,6 +756,11 @@ class _Evaluation:
         names = [*self.request.targets, *self.request.also_compile_for]
         if not names:
             return
+        if self.backend.compiles_from_calls:
+            from kgen.evals.compile_pass import compile_from_calls
+
+            compile_from_calls(self)
+            return
         started = time.monotonic()
         launches = self._compile_launches()
         misfits = []
@@ -780,11 +791,10 @@ class _Evaluation:
         on storage-less "meta" tensors: the real launch configuration even for a KernelBench
         file whose default inputs would not fit in this machine's memory. A candidate that
         cannot run on meta tensors is compiled at the launches its trials made."""
-        from kgen.backends.triton.launches import record_launches
         from kgen.evals.problem import load_problem
 
         sizes = self.request.compile_sizes
-        if not sizes or sizes == self.request.size_sets[0] or self.request.backend != "triton":
+        if not sizes or sizes == self.request.size_sets[0]:
             return self.first_launches
         torch = self.torch
         try:
@@ -793,7 +803,7 @@ class _Evaluation:
             with torch.device("meta"):
                 inputs = problem.get_inputs()
                 candidate = self.module.ModelNew(*problem.get_init_inputs())
-            with self.guard, torch.no_grad(), record_launches(execute=False) as log:
+            with self.guard, torch.no_grad(), self.backend.record_launches(execute=False) as log:
                 candidate(*inputs)
         except Exception:  # noqa: BLE001 - meta tensors are a shortcut, not a requirement
             return self.first_launches
@@ -841,12 +851,20 @@ NUMERICAL_REJECTIONS = frozenset(
 
 
 def run(request: ChildRequest, report_path: Path) -> ChildReport:
+    from kgen.backends.registry import backend_info
+    from kgen.evals.compile_pass import compiled_not_run
+
     evaluation = _Evaluation(request, report_path)
     steps = (
         evaluation.static, evaluation.load, evaluation.correctness, evaluation.compile, evaluation.train,
         evaluation.timing,
     )
-    for name, step in zip(STAGES, steps, strict=True):
+    stages = list(zip(STAGES, steps, strict=True))
+    if evaluation.device.type == "cpu" and not backend_info(request.backend).runs_on_cpu:
+        # kernels that cannot run here: compiled from the candidate's calls, "compiled, not run"
+        stages = [("static", evaluation.static), ("load", evaluation.load),
+                  ("compile", lambda: compiled_not_run(evaluation))]
+    for name, step in stages:
         if request.timing_only and name not in TIMING_ONLY_STAGES:
             continue
         started = time.monotonic()

@@ -18,7 +18,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 import kgen
-from kgen.config import triton_cache_dir
+from kgen.backends.registry import DEFAULT_BACKEND
+from kgen.config import compiler_cache_dir
 from kgen.evals import worker_pool
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
 from kgen.evals.child import HEARTBEAT_FILE, STAGES, TIMING_ONLY_STAGES, ChildReport, ChildRequest
@@ -44,7 +45,7 @@ class UsageError(Exception):
 
 class EvalOptions(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    backend: str = "triton"
+    backend: str = DEFAULT_BACKEND
     targets: list[str] = Field(default_factory=list)
     #: targets compiled for as well, whose failure is recorded (``EvalResult.compiles_for``) and
     #: is no rejection: a search for several GPUs makes a kernel for one and learns which others
@@ -102,12 +103,14 @@ def _validate_targets(names: list[str]) -> list[str]:
     return resolved
 
 
-def _validate_backend(name: str) -> None:
-    from kgen.backends.registry import UnknownBackendError, get_backend
+def _validate_backend(name: str, targets: list[str]) -> None:
+    """A backend kgen knows, whose toolchain is installed, and that compiles for the targets."""
+    from kgen.backends.registry import BackendUnavailableError, UnknownBackendError, require_usable
+    from kgen.backends.targets import resolve_target
 
     try:
-        get_backend(name)
-    except UnknownBackendError as exc:
+        require_usable(name, [resolve_target(t) for t in targets])
+    except (UnknownBackendError, BackendUnavailableError) as exc:
         raise UsageError(str(exc.args[0] if exc.args else exc)) from exc
 
 
@@ -135,8 +138,8 @@ def evaluate(
     candidate_path = Path(candidate).expanduser()
     if not candidate_path.is_file():
         raise UsageError(f"candidate file not found: {candidate}")
-    _validate_backend(options.backend)
     targets = _validate_targets(options.targets)
+    _validate_backend(options.backend, targets)
     also_compile_for = [t for t in _validate_targets(options.also_compile_for) if t not in targets]
     device = resolve_device(options.device)
     seeds = options.seeds or [secrets.randbelow(2**31 - 1) for _ in range(options.n_seeds)]
@@ -234,10 +237,13 @@ def evaluate(
 
 def _child_spec(options: EvalOptions, device: str) -> worker_pool.WorkerSpec:
     """The verifier child's kind: how it is started cold, and what a spare must match."""
-    cache = triton_cache_dir()
+    from kgen.backends.registry import backend_info
+
+    cache_env = backend_info(options.backend).cache_env
+    cache = compiler_cache_dir(backend_info(options.backend).name)
     cache.mkdir(parents=True, exist_ok=True)
     return worker_pool.WorkerSpec(
-        device=device, backend=options.backend, extra_env={"TRITON_CACHE_DIR": str(cache)},
+        device=device, backend=options.backend, extra_env={cache_env: str(cache)} if cache_env else {},
         limits=SandboxLimits(timeout_s=options.timeout_s),
     )
 

@@ -93,6 +93,8 @@ class InconclusiveCause(str, Enum):
     CANDIDATE_OOM = "candidate_oom"  # the candidate's call exhausted memory while kgen stayed within its plan
     STOPPED = "stopped"  # kgen itself was stopped (a signal, its exit) and ended the verifier mid-run
     WORKER_KILLED = "worker_killed"  # the verifier was killed from outside kgen (e.g. the host's out-of-memory killer)
+    #: compiled for the targets and watched, but not run: the backend's kernels cannot run on a CPU
+    COMPILED_NOT_RUN = "compiled_not_run"
 
 
 class Inconclusive(Exception):
@@ -192,6 +194,8 @@ class EvalResult(ResultModel):
         """The verdict in one word: "passed", the rejection class, or "inconclusive (cause)"."""
         if self.verdict is Verdict.REJECTED:
             return self.rejection.value if self.rejection is not None else "rejected"
+        if self.verdict is Verdict.INCONCLUSIVE and self.inconclusive is InconclusiveCause.COMPILED_NOT_RUN:
+            return "compiled, not run"
         if self.verdict is Verdict.INCONCLUSIVE:
             return f"inconclusive ({self.inconclusive.value if self.inconclusive else 'unknown'})"
         return "passed"

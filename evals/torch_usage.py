@@ -310,6 +310,25 @@ def dispatched_by_triton_interpreter(frame: FrameType | None) -> bool:
     return False
 
 
+def handed_to_kernel_runtime(frame: FrameType | None) -> bool:
+    """Whether a tensor export (``__dlpack__``) from ``frame`` is a backend's runtime wrapping
+    the tensor for its kernels (CuTe DSL's ``from_dlpack``), not data leaving for numpy or
+    another library to compute on: the nearest frame outside torch and this module belongs
+    to a module the registry names as a backend's tensor hand-off."""
+    from kgen.backends.registry import tensor_handoff_modules
+
+    prefixes = tensor_handoff_modules()
+    torch_prefix = _torch_prefix()
+    while frame is not None:
+        filename = os.path.normcase(frame.f_code.co_filename)
+        if filename == _THIS_FILE or filename.startswith(torch_prefix):
+            frame = frame.f_back
+            continue
+        module = frame.f_globals.get("__name__", "")
+        return any(module == p or module.startswith(p + ".") for p in prefixes)
+    return False
+
+
 # ----------------------------------------------------------------------------------------
 # The modes
 # ----------------------------------------------------------------------------------------
@@ -413,7 +432,9 @@ def _make_modes(usage: TorchOpUsage):
     class _Function(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             name = _function_name(func)
-            if name in HOST_ESCAPES and not dispatched_by_triton_interpreter(sys._getframe(1)):
+            caller = sys._getframe(1)
+            if name in HOST_ESCAPES and not dispatched_by_triton_interpreter(caller) \
+                    and not handed_to_kernel_runtime(caller):
                 _count(usage.compute_ops, f"Tensor.{name}")
             if name not in LIBRARY_ATTRIBUTED_CALLS:
                 return func(*args, **(kwargs or {}))

@@ -10,6 +10,7 @@ def kgen_home() -> Path:
     return Path(os.environ.get("KGEN_HOME", "~/.kgen")).expanduser()
 
 
-def triton_cache_dir() -> Path:
-    """Compiled kernels are cached across evaluations here (never inside a throw-away sandbox)."""
-    return kgen_home() / "cache" / "triton"
+def compiler_cache_dir(backend: str) -> Path:
+    """A backend's compiled kernels are cached across evaluations here (never inside a
+    throw-away sandbox): ``~/.kgen/cache/<backend>``."""
+    return kgen_home() / "cache" / backend

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from kgen.evals.result import EvalResult, StageStatus
+from kgen.evals.result import EvalResult, InconclusiveCause, StageStatus
 
 if TYPE_CHECKING:
     from kgen.agent.model_calls import ModelCall
@@ -28,10 +28,17 @@ _STATUS_STYLE = {
 def verdict_line(result: EvalResult) -> str:
     """The verdict as Rich markup: only the verdict word is styled; the words around it are
     escaped, because a reason quoting ``out[i]`` would otherwise lose ``[i]`` to Rich."""
-    where = "CPU (Triton interpreter)" if result.device == "cpu" else result.device.upper()
+    where = result.device.upper()
+    if result.device == "cpu":
+        from kgen.backends.registry import backend_info
+
+        info = backend_info(result.backend)
+        where = f"CPU ({info.label} interpreter)" if info.runs_on_cpu else "CPU (compiled only)"
     what = escape(f"{result.problem} ← {result.candidate} on {where}: {result.reason}")
     if result.passed:
         return f"[bold green]PASSED[/] {what}"
+    if result.inconclusive is InconclusiveCause.COMPILED_NOT_RUN:
+        return f"[bold yellow]COMPILED, NOT RUN[/] {what}"
     if result.inconclusive is not None:
         return f"[bold yellow]INCONCLUSIVE[/] ({result.inconclusive.value}) {what}"
     return f"[bold red]REJECTED[/] ({result.rejection.value if result.rejection else 'unknown'}) {what}"
