@@ -1,18 +1,22 @@
-"""Write the shipped seed kernels' evidence file from the GPU runs recorded in docs/.
+"""Write a backend's seed kernels' evidence file from the GPU runs recorded in docs/.
 
 The knowledge base holds only verified kernels, with the evidence of their
-verification and the timings kgen measured. The seed kernels were verified
-on a lent H100 (`scripts/gpu_verify.sh` -> docs/gpu_runs/eval_<problem>.json)
-and timed by `kgen bench` (docs/bench_h100/suite.json); this script distils
-both into knowledge_base/seed_kernels/triton/evidence.json, keyed by problem
-and tied to each seed's normalised code hash, so a seed edited later without
-a new GPU run is caught (tests/knowledge_base/test_seeding.py).
+verification and the timings kgen measured. The seed kernels are verified on a
+lent GPU (`scripts/gpu_verify.sh` -> docs/gpu_runs/eval_<problem>.json for Triton,
+`scripts/gpu_cute.sh` -> docs/gpu_runs/cute/eval_<problem>.json for CuTe DSL) and
+timed by `kgen bench` (docs/bench_h100/suite.json, docs/bench_h100_cute/suite.json);
+this script distils both into knowledge_base/seed_kernels/<backend>/evidence.json,
+keyed by problem and tied to each seed's normalised code hash, so a seed edited later
+without a new GPU run is caught (tests/knowledge_base/test_seeding.py). A seed whose
+GPU verdict is not "passed" gets no evidence (and so cannot ship).
 
-    python scripts/seed_evidence.py
+    python scripts/seed_evidence.py                      # triton
+    python scripts/seed_evidence.py --backend cute --seeds DIR
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -23,17 +27,28 @@ from kgen.knowledge_base.schema import Timing
 from kgen.knowledge_base.write_back import summarise_verification
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_RUNS = ROOT / "docs" / "gpu_runs"
-SUITE = ROOT / "docs" / "bench_h100" / "suite.json"
+#: backend -> (its GPU verification runs, its kgen bench suite, the script that made the runs)
+RECORDS = {
+    "triton": (ROOT / "docs" / "gpu_runs", ROOT / "docs" / "bench_h100" / "suite.json", "scripts/gpu_verify.sh"),
+    "cute": (ROOT / "docs" / "gpu_runs" / "cute", ROOT / "docs" / "bench_h100_cute" / "suite.json",
+             "scripts/gpu_cute.sh"),
+}
 
 
-def main() -> None:
-    suite = json.loads(SUITE.read_text())
+def evidence_for(seeds: Path, runs: Path, suite_path: Path, script: str) -> dict[str, dict]:
+    """problem -> evidence record, for every seed in ``seeds`` the GPU passed."""
+    suite = json.loads(suite_path.read_text())
     rows = {row["problem"]: row for row in suite["rows"] if row["verdict"] == "passed"}
     evidence: dict[str, dict] = {}
-    for seed in sorted((SEED_KERNELS_DIR / "triton").glob("*.py")):
-        run = GPU_RUNS / f"eval_{seed.stem}.json"
+    for seed in sorted(seeds.glob("*.py")):
+        run = runs / f"eval_{seed.stem}.json"
+        if not run.is_file():
+            print(f"skipped {seed.name}: no GPU verification in {run}")
+            continue
         result = EvalResult.model_validate_json(run.read_text())
+        if not result.passed:
+            print(f"skipped {seed.name}: the GPU verdict was {result.outcome}: {result.reason[:200]}")
+            continue
         summary = summarise_verification(result)
         row = rows.get(seed.stem, {})
         timing = Timing(
@@ -49,14 +64,29 @@ def main() -> None:
         )
         evidence[seed.stem] = {
             "code_hash": normalised_code_hash(seed.read_text()),
-            "target": "h100",
-            "measured_by": f"{suite['command']} ({suite['date']}); verified by scripts/gpu_verify.sh",
+            "target": result.targets[0] if result.targets else "h100",
+            "measured_by": f"{suite['command']} ({suite['date']}); verified by {script}",
             "evidence": summary.model_dump(mode="json"),
             "timing": timing.model_dump(mode="json"),
         }
-    out = SEED_KERNELS_DIR / "triton" / "evidence.json"
+    return evidence
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", default="triton", choices=sorted(RECORDS))
+    parser.add_argument("--seeds", type=Path, help="the seed folder (default: the knowledge base's for the backend)")
+    parser.add_argument("--out", type=Path, help="where evidence.json goes (default: beside the seeds)")
+    parser.add_argument("--runs", type=Path, help="the folder of eval_<problem>.json GPU verdicts")
+    parser.add_argument("--suite", type=Path, help="the kgen bench suite.json with the timings")
+    args = parser.parse_args(argv)
+    seeds = args.seeds or SEED_KERNELS_DIR / args.backend
+    runs, suite, script = RECORDS[args.backend]
+    runs, suite = args.runs or runs, args.suite or suite
+    evidence = evidence_for(seeds, runs, suite, script)
+    out = args.out or seeds / "evidence.json"
     out.write_text(json.dumps(evidence, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {out.relative_to(ROOT)}: {len(evidence)} seed kernels")
+    print(f"wrote {out}: {len(evidence)} seed kernels")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+"""The agent on a CuTe DSL request, offline on a CPU: the request picks the CuTe backend, the
+knowledge base's CuTe kernel for the problem is the starting point, the offline search retunes
+its module-level knobs, and every candidate ends "compiled, not run" (CuTe kernels need a GPU),
+so the run names no verified kernel and says why.
+
+The knowledge base entry is a fixture standing in for a GPU-verified CuTe kernel (the shipped
+CuTe seeds enter the knowledge base only with GPU evidence)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import kgen
+from kgen.evals.result import EvalResult
+from kgen.knowledge_base.code_hash import normalised_code_hash
+from kgen.knowledge_base.schema import (
+    KernelEntry,
+    Provenance,
+    VerificationSummary,
+    kernel_id,
+    target_family,
+)
+from kgen.knowledge_base.seeding import open_knowledge_base
+from kgen.knowledge_base.write_back import record_kernel
+
+SOFTCAP = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "cute" / "softcap_direct_jit.py"
+
+
+def _kb_with_a_cute_softcap(location: Path) -> None:
+    kb = open_knowledge_base(str(location))
+    source = SOFTCAP.read_text()
+    code_hash = normalised_code_hash(source)
+    record_kernel(kb, KernelEntry(
+        id=kernel_id(code_hash, "softcap", "cute", "h100", "bfloat16"), source=source,
+        spec_text="softcap; logit softcap cap * tanh(x / cap)", problem="softcap", operation="softcap",
+        backend="cute", target="h100", target_family=target_family("h100"), dtype="bfloat16",
+        evidence=VerificationSummary(device="cuda", checks_passed=["static", "load", "correctness", "compile"],
+                                     compiled_for=["h100"]),
+        provenance=Provenance(model="test-fixture"), code_hash=code_hash,
+    ))
+
+
+@pytest.mark.slow
+def test_a_cute_request_offline_on_a_cpu_retunes_the_known_cute_kernel_and_runs_nothing(tmp_path):
+    _kb_with_a_cute_softcap(tmp_path / "kb")
+    lines: list[str] = []
+    summary = kgen.generate("CuTe softcap for H100", models=[], budget=3, device="cpu", out=tmp_path / "run",
+                            kb=str(tmp_path / "kb"), progress=lines.append)
+    spec = json.loads((tmp_path / "run" / "spec.json").read_text())
+    assert (spec["backend"], spec["problem"], spec["targets"]) == ("cute", "softcap", ["h100"])
+    assert summary.best == {}  # nothing ran, so nothing is verified
+    folders = sorted((tmp_path / "run" / "candidates").iterdir())
+    assert len(folders) == 3
+    results = [EvalResult.model_validate_json((f / "eval.json").read_text()) for f in folders]
+    assert all(r.outcome == "compiled, not run" and r.compiles_for("h100") for r in results), \
+        [r.reason for r in results]
+    sources = [(f / f"{f.name}.py").read_text() for f in folders]
+    assert sources[0] == SOFTCAP.read_text()  # generation 0: the known kernel, re-measured
+    assert any("THREADS = " in s and s != sources[0] for s in sources[1:])  # its knob retuned
+    assert any("compiled, not run" in line and "need a GPU" in line for line in lines), lines[-5:]
