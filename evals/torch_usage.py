@@ -300,14 +300,19 @@ def dispatched_by_triton_interpreter(frame: FrameType | None) -> bool:
     ignored = _interpreter_codes()
     if not ignored:
         return False
+    caller = _caller_outside_torch(frame)
+    return caller is not None and caller.f_code in ignored
+
+
+def _caller_outside_torch(frame: FrameType | None) -> FrameType | None:
+    """The nearest frame from ``frame`` up that is neither torch's nor this module's."""
     torch_prefix = _torch_prefix()
     while frame is not None:
         filename = os.path.normcase(frame.f_code.co_filename)
-        if filename == _THIS_FILE or filename.startswith(torch_prefix):
-            frame = frame.f_back
-            continue
-        return frame.f_code in ignored
-    return False
+        if filename != _THIS_FILE and not filename.startswith(torch_prefix):
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def handed_to_kernel_runtime(frame: FrameType | None) -> bool:
@@ -317,16 +322,9 @@ def handed_to_kernel_runtime(frame: FrameType | None) -> bool:
     to a module the registry names as a backend's tensor hand-off."""
     from kgen.backends.registry import tensor_handoff_modules
 
-    prefixes = tensor_handoff_modules()
-    torch_prefix = _torch_prefix()
-    while frame is not None:
-        filename = os.path.normcase(frame.f_code.co_filename)
-        if filename == _THIS_FILE or filename.startswith(torch_prefix):
-            frame = frame.f_back
-            continue
-        module = frame.f_globals.get("__name__", "")
-        return any(module == p or module.startswith(p + ".") for p in prefixes)
-    return False
+    caller = _caller_outside_torch(frame)
+    module = caller.f_globals.get("__name__", "") if caller is not None else ""
+    return any(module == p or module.startswith(p + ".") for p in tensor_handoff_modules())
 
 
 # ----------------------------------------------------------------------------------------

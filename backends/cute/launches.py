@@ -163,20 +163,13 @@ def _compile_for_targets(recorder: _Recorder, function: Any, args: tuple, kwargs
 
 def _wrapped_func(original: Callable) -> Callable:
     def _func(self, funcBody, *args, **kwargs):  # noqa: N803 - the DSL's own parameter name
-        recorder = _active()
-        if recorder is None or _busy() or _tracing():
+        if _busy() or _tracing():
             return original(self, funcBody, *args, **kwargs)
+        recorder = _active()
         if kwargs.get("compile_only"):
-            # the candidate's own cute.compile: compiled for the targets too, then as asked
-            call_kwargs = {k: v for k, v in kwargs.items() if k not in ("compile_only", "no_cache")}
-            _compile_for_targets(recorder, funcBody, args, call_kwargs)
-            with _tracing_kernels(funcBody):
-                compiled = original(self, funcBody, *args, **kwargs)
-            try:
-                compiled._kgen_function = funcBody
-            except AttributeError:
-                pass
-            return compiled
+            return _candidate_compile(original, self, recorder, funcBody, args, kwargs)
+        if recorder is None:
+            return original(self, funcBody, *args, **kwargs)
         _compile_for_targets(recorder, funcBody, args, kwargs)
         if not recorder.execute:
             _record(recorder, funcBody, args, kwargs)
@@ -191,12 +184,34 @@ def _wrapped_func(original: Callable) -> Callable:
     return _func
 
 
+def _candidate_compile(original: Callable, dsl: Any, recorder: _Recorder | None, function: Any,
+                       args: tuple, kwargs: dict) -> Any:
+    """The candidate's own ``cute.compile``, wherever it runs (``forward``, ``__init__``, import):
+    the executor remembers what it was compiled from, so that its calls can be named and
+    compiled for the targets later, and with a recorder active that happens now."""
+    call_kwargs = {k: v for k, v in kwargs.items() if k not in ("compile_only", "no_cache")}
+    if recorder is not None:
+        _compile_for_targets(recorder, function, args, call_kwargs)
+    with _tracing_kernels(function):
+        compiled = original(dsl, function, *args, **kwargs)
+    try:
+        compiled._kgen_compiled_from = (function, args, call_kwargs)
+    except AttributeError:
+        pass
+    return compiled
+
+
 def _wrapped_call(original: Callable) -> Callable:
     def __call__(self, *args, **kwargs):
         recorder = _active()
         if recorder is None or _busy():
             return original(self, *args, **kwargs)
-        function = getattr(self, "_kgen_function", self)
+        source = getattr(self, "_kgen_compiled_from", None)
+        function = source[0] if source is not None else self
+        if source is not None:
+            # compiled for the targets from the arguments of its own compile (which may have
+            # been fake tensors made in __init__): what runs is what that compile built
+            _compile_for_targets(recorder, *source)
         if not recorder.execute:
             _record(recorder, function, args, kwargs)
             if recorder.on_skip is not None:

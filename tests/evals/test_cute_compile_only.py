@@ -1,8 +1,8 @@
 """CuTe DSL candidates on the CPU: compiled for every target from their own calls, watched like
 any call, and never "passed" (CuTe kernels cannot run without a GPU).
 
-The correct candidates are written in two styles (a direct ``@cute.jit`` call; ``cute.compile``
-then the executor); the planted-bad ones fail for their own reason, each with the message
+The correct candidates are written in three styles (a direct ``@cute.jit`` call; ``cute.compile``
+in forward, then the executor; an executor compiled once in ``__init__`` from fake tensors); the planted-bad ones fail for their own reason, each with the message
 the fix prompt gets."""
 
 from pathlib import Path
@@ -18,7 +18,7 @@ OPTIONS = EvalOptions(device="cpu", backend="cute", targets=["h100"], also_compi
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["softcap_direct_jit", "softcap_compiled_executor"])
+@pytest.mark.parametrize("name", ["softcap_direct_jit", "softcap_compiled_executor", "softcap_compiled_in_init"])
 def test_a_correct_cute_candidate_is_compiled_for_every_target_and_not_run(name):
     result = evaluate("softcap", CUTE / f"{name}.py", OPTIONS)
     assert result.verdict is Verdict.INCONCLUSIVE and result.inconclusive is InconclusiveCause.COMPILED_NOT_RUN
