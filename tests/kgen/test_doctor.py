@@ -44,7 +44,10 @@ def test_without_gpu_or_model_doctor_says_offline_and_cpu_interpreter(home):
     assert any("Triton's CPU interpreter" in line and "cross-compiled for h100" in line for line in d.plan)
     assert d.packages["torch"] == torch.__version__ and d.provider_keys == {"openai": "no", "anthropic": "no"}
     text = rendered(d)
-    assert "offline mode" in text and "none visible to torch" in text and "not installed" in text
+    assert "offline mode" in text and "none visible to torch" in text
+    # an optional package kgen can use but this machine lacks is named as such (CI installs
+    # every one the quick start names, so there may be none)
+    assert ("not installed" in text) == any(version is None for version in d.packages.values())
 
 
 @no_gpu

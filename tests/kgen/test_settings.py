@@ -120,7 +120,7 @@ def test_bad_env_value_names_the_variable_and_what_was_expected(home, monkeypatc
         ("generations = 0\n", "generations: expected an integer ≥1, got 0"),
         ("device = 'gpu'\n", "device: expected one of auto, cpu, cuda, got 'gpu'"),
         ("targets = ['h1000']\n", "unknown hardware target 'h1000'; nearest known targets: h100"),
-        ("backend = 'cuda-c'\n", "unknown backend 'cuda-c'; known backends: triton"),
+        ("backend = 'cuda-c'\n", "unknown backend 'cuda-c'; known backends: cute, triton"),
         ("kb = 'ftp://kb.example/x'\n", "expected a directory path or an http(s) URL"),
     ],
 )
