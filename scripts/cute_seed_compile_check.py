@@ -1,7 +1,7 @@
 """Compile CuTe DSL seed kernels for sm_90a without a GPU, and check their compile-cache keys.
 
 Usage:
-    CUTE_DSL_ARCH=sm_90a /tmp/cutevenv/bin/python scripts/cute_seed_compile_check.py SEED.py [...]
+    CUTE_DSL_ARCH=sm_90a python scripts/cute_seed_compile_check.py SEED.py [...]
         [--ptx DIR] [--ones] [--misaligned] [--launch-plan]
 
 For each seed (named after a problem in evals/problems/) and each size set of that problem
