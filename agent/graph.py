@@ -320,10 +320,15 @@ class Runner:
                      f"{len(found.guidance)} guidance note(s) for {target}"
                      + (f"; starting point {same[0].id}" if same else "; no kernel for this problem yet"))
         if self.options.offline and not baselines:
+            from kgen.knowledge_base import UNVERIFIED_SEEDS_DIR
+
+            waiting = UNVERIFIED_SEEDS_DIR / spec["backend"] / f"{problem}.py"
             raise RunError(
                 f"offline mode (no model configured) tunes known kernels, and the knowledge base has "
                 f"no {spec['backend']} kernel for {problem}; configure a model (`kgen config`, "
                 "KGEN_MODELS or --model), or verify your own kernel with `kgen eval`"
+                + (f" (kgen ships one that waits for its GPU verification: `kgen eval {problem} {waiting} "
+                   f"--backend {spec['backend']} --device cuda`)" if waiting.is_file() else "")
             )
         return {"baselines": baselines, "examples": examples, "guidance": guidance}
 

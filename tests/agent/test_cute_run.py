@@ -61,3 +61,16 @@ def test_a_cute_request_offline_on_a_cpu_retunes_the_known_cute_kernel_and_runs_
     assert sources[0] == SOFTCAP.read_text()  # generation 0: the known kernel, re-measured
     assert any("THREADS = " in s and s != sources[0] for s in sources[1:])  # its knob retuned
     assert any("compiled, not run" in line and "need a GPU" in line for line in lines), lines[-5:]
+
+
+def test_offline_without_a_verified_cute_kernel_points_at_the_shipped_one_waiting_for_its_gpu_run(tmp_path):
+    from kgen.api import KgenUsageError
+    from kgen.knowledge_base import UNVERIFIED_SEEDS_DIR
+
+    with pytest.raises(KgenUsageError) as caught:
+        kgen.generate("CuTe RMSNorm backward for H100", models=[], device="cpu", out=tmp_path / "run",
+                      kb=str(tmp_path / "kb"))
+    text = str(caught.value)
+    assert "no cute kernel for rmsnorm_backward" in text
+    assert f"kgen eval rmsnorm_backward {UNVERIFIED_SEEDS_DIR / 'cute' / 'rmsnorm_backward.py'}" in text
+    assert "--backend cute --device cuda" in text
