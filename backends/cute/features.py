@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from kgen.backends.source_names import names_in
+
 _MMA_NAMES = ("MmaF16BF16Op", "MmaOp", "MmaTF32Op", "MmaF8Op", "warpgroup", "tcgen05", "make_trivial_tiled_mma",
               "make_tiled_mma")
 _TMA_NAMES = ("CopyBulkTensorTileG2SOp", "CopyBulkTensorTileS2GOp", "make_tiled_tma_atom", "tma_partition",
@@ -27,16 +29,6 @@ def _decorated(node: ast.FunctionDef, decorator: str) -> bool:
         if isinstance(target, ast.Name) and target.id == decorator:
             return True
     return False
-
-
-def _names(tree: ast.AST) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            found.add(node.attr)
-        elif isinstance(node, ast.Name):
-            found.add(node.id)
-    return found
 
 
 def _threads_per_block(tree: ast.AST) -> int:
@@ -65,7 +57,7 @@ def strategy_features(source: str) -> dict[str, str]:
     except SyntaxError:
         return {}
     kernels = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _decorated(n, "kernel")]
-    names = _names(tree)
+    names = names_in(tree)
     threads = _threads_per_block(tree)
     return {
         "kernels": str(min(len(kernels), 3)) + ("+" if len(kernels) >= 3 else ""),

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 
+from kgen.backends.source_names import names_in
+
 _TMA_NAMES = ("make_tensor_descriptor", "tensor_descriptor", "_experimental_descriptor", "TensorDescriptor")
 _SM_NAMES = ("multi_processor_count", "sm_count", "num_sms", "n_sms", "NUM_SMS")
 
@@ -20,16 +22,6 @@ def _is_jit(decorator: ast.expr) -> bool:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
     return name in ("jit", "autotune", "heuristics")
-
-
-def _attr_names(tree: ast.AST) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif isinstance(node, ast.Name):
-            names.add(node.id)
-    return names
 
 
 def _int_keywords(tree: ast.AST, keyword: str) -> list[int]:
@@ -80,8 +72,8 @@ def strategy_features(source: str) -> dict[str, str]:
         return {}
     kernels = [n for n in ast.walk(tree)
                if isinstance(n, ast.FunctionDef) and any(_is_jit(d) for d in n.decorator_list)]
-    names = set().union(*(_attr_names(k) for k in kernels)) if kernels else set()
-    all_names = _attr_names(tree)
+    names = set().union(*(names_in(k) for k in kernels)) if kernels else set()
+    all_names = names_in(tree)
     blocks = _block_literals(tree)
     warps = _int_keywords(tree, "num_warps")
     stages = _int_keywords(tree, "num_stages")
