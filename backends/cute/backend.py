@@ -122,10 +122,10 @@ class CuteBackend:
         return None
 
     def device_emulation(self, device: str, target: HardwareTarget | None) -> AbstractContextManager | None:
-        """On the CPU, ``torch.cuda.*`` answered as ``target`` would, as for Triton."""
+        """On the CPU, ``torch.cuda.*`` answered as ``target`` would (``backends/cpu_devices.py``)."""
         if not _on_cpu(device):
             return None
-        from kgen.backends.triton.interpreter_devices import gpu_idioms_on_cpu
+        from kgen.backends.cpu_devices import gpu_idioms_on_cpu
 
         return gpu_idioms_on_cpu(target)
 

@@ -67,10 +67,10 @@ class TritonBackend:
 
     def device_emulation(self, device: str, target: HardwareTarget | None) -> AbstractContextManager | None:
         """On the CPU: ``x.is_cuda``, ``device="cuda"``, ``torch.cuda.*`` answered as one GPU of
-        ``target`` (default H100) would (``interpreter_devices.py``)."""
+        ``target`` (default H100) would (``backends/cpu_devices.py``)."""
         if device.split(":", 1)[0].strip().lower() != "cpu":
             return None
-        from kgen.backends.triton.interpreter_devices import gpu_idioms_on_cpu
+        from kgen.backends.cpu_devices import gpu_idioms_on_cpu
 
         return gpu_idioms_on_cpu(target)
 

@@ -15,7 +15,7 @@ process that verifies on CPU calls :func:`install_interpreter_compat` (from
   grid-dependency fences ``gdc_wait``/``gdc_launch_dependents``, here.
 
 The torch-side idioms (``x.is_cuda``, ``device="cuda"``, ``torch.cuda.*``) are
-mapped only while the candidate's code runs: ``interpreter_devices.gpu_idioms_on_cpu``.
+mapped only while the candidate's code runs: ``backends/cpu_devices.gpu_idioms_on_cpu``.
 What still cannot run on CPU is named by :func:`needs_gpu_reason`.
 """
 
@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from kgen.backends.cpu_devices import gpu_idioms_on_cpu
 from kgen.backends.triton.interpreter_autotune import (
     AutotuneCoverage,
     autotune_coverage,
     install_autotune_rotation,
     reset_autotune_coverage,
 )
-from kgen.backends.triton.interpreter_devices import gpu_idioms_on_cpu
 from kgen.backends.triton.interpreter_numerics import install_hardware_numerics
 
 __all__ = [

@@ -4,8 +4,10 @@ Kernels written for a GPU check and ask for it on the host side: ``assert
 x.is_cuda``, ``x.cuda()``, ``x.to("cuda")``, ``torch.empty(n, device="cuda")``,
 ``torch.cuda.get_device_properties(0).multi_processor_count`` for a persistent
 grid, ``with torch.cuda.device(x.device):``, ``torch.cuda.synchronize()``. On
-CPU, where Triton's interpreter runs the kernels on CPU tensors, each of these
-raises or answers "no GPU" before any kernel runs. Inside
+CPU, where Triton's interpreter runs the kernels on CPU tensors and CuTe DSL
+kernels are compiled but not run, each of these raises or answers "no GPU"
+before any kernel runs. Backend-neutral: every backend's ``device_emulation``
+uses it. Inside
 ``gpu_idioms_on_cpu(target)`` they answer as one GPU of ``target`` would (the
 H100 unless told otherwise): "cuda" devices become the CPU, every tensor
 ``is_cuda``, and ``torch.cuda`` reports one device with the target's SM count,
