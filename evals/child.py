@@ -761,22 +761,13 @@ class _Evaluation:
 
             compile_from_calls(self)
             return
+        from kgen.evals.compile_pass import record_compile_reports
+
         started = time.monotonic()
-        launches = self._compile_launches()
-        misfits = []
-        for name in names:
-            target = resolve_target(name)
-            reports = self.backend.cross_compile(self.module, launches, target)
-            self.report.kernels.extend(reports)
-            self.save()
-            failed = [r for r in reports if not r.ok]
-            if failed and name in self.request.targets:
-                raise Rejected(
-                    RejectionClass.COMPILE_ERROR,
-                    f"kernel {failed[0].kernel} does not compile for {target.name}: {failed[0].error}",
-                )
-            if failed:
-                misfits.append(f"{target.name} ({failed[0].kernel}: {failed[0].error})")
+        misfits = record_compile_reports(
+            self, [resolve_target(n) for n in self.request.targets],
+            [resolve_target(n) for n in self.request.also_compile_for], self._compile_launches(),
+        )
         sizes = self.request.compile_sizes or self.request.size_sets[0]
         self.stage(
             "compile",

@@ -52,12 +52,14 @@ def call_for_compilation(evaluation: Any, sizes: dict[str, int], targets: list[H
     return len(evidence.launches)
 
 
-def _record_reports(evaluation: Any, asked: list[HardwareTarget], extra: list[HardwareTarget]) -> list[str]:
-    """Every target's kernel reports into the result; rejects a failure on an asked-for target,
-    returns the extra targets' misfits (recorded, not held against the candidate)."""
+def record_compile_reports(evaluation: Any, asked: list[HardwareTarget], extra: list[HardwareTarget],
+                           launches: list | None = None) -> list[str]:
+    """Every target's kernel reports (``Backend.cross_compile``) into the result; rejects a
+    failure on an asked-for target, returns the extra targets' misfits (recorded, not held
+    against the candidate). The one rule for every backend's compile stage."""
     misfits = []
     for target in [*asked, *extra]:
-        reports = evaluation.backend.cross_compile(evaluation.module, [], target)
+        reports = evaluation.backend.cross_compile(evaluation.module, list(launches or []), target)
         evaluation.report.kernels.extend(reports)
         evaluation.save()
         failed = [r for r in reports if not r.ok]
@@ -78,7 +80,7 @@ def compile_from_calls(evaluation: Any) -> None:
     started = time.monotonic()
     sizes = evaluation.request.compile_sizes or evaluation.request.size_sets[0]
     call_for_compilation(evaluation, sizes, [*asked, *extra])
-    misfits = _record_reports(evaluation, asked, extra)
+    misfits = record_compile_reports(evaluation, asked, extra)
     names = ", ".join(t.name for t in [*asked, *extra])
     evaluation.stage(
         "compile", StageStatus.PASSED,
@@ -110,7 +112,7 @@ def compiled_not_run(evaluation: Any) -> None:
                 f"{', '.join(f'{k}={v}' for k, v in sizes.items())})",
             )
         launches += made
-    misfits = _record_reports(evaluation, asked, extra)
+    misfits = record_compile_reports(evaluation, asked, extra)
     label = backend_info(evaluation.backend.name).label
     built = ", ".join(sorted({f"{r.target}" for r in evaluation.report.kernels if r.ok}))
     message = (
