@@ -8,6 +8,7 @@ with the problem's input convention, like the candidate and eager PyTorch.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,12 +19,11 @@ class BaselineUnavailable(Exception):
     """No such baseline here: not installed, or not wired for this problem."""
 
 
-def _liger_rms_norm():
+def _liger_ops(module: str):
     try:
-        from liger_kernel.ops import rms_norm
+        return importlib.import_module(f"liger_kernel.ops.{module}")
     except ImportError as exc:
         raise BaselineUnavailable("liger-kernel is not installed") from exc
-    return rms_norm
 
 
 def _eps(problem: LoadedProblem, default: float = 1e-6) -> float:
@@ -32,7 +32,7 @@ def _eps(problem: LoadedProblem, default: float = 1e-6) -> float:
 
 
 def _rmsnorm_forward(problem: LoadedProblem) -> Callable[..., Any]:
-    ops, eps = _liger_rms_norm(), _eps(problem)
+    ops, eps = _liger_ops("rms_norm"), _eps(problem)
 
     def run(x, weight):
         return ops.rms_norm_forward(x, weight, eps, 0.0, "llama", False)[0]
@@ -43,7 +43,7 @@ def _rmsnorm_forward(problem: LoadedProblem) -> Callable[..., Any]:
 def _rmsnorm_backward(problem: LoadedProblem) -> Callable[..., Any]:
     """Liger's backward needs its forward's launch settings; they are computed once, on
     the first (warm-up) call, as Liger's own autograd function does per step."""
-    ops, eps = _liger_rms_norm(), float(getattr(problem.module, "EPS", 1e-6))
+    ops, eps = _liger_ops("rms_norm"), float(getattr(problem.module, "EPS", 1e-6))
     settings: dict[int, tuple] = {}
 
     def run(grad_out, x, weight, rstd):
@@ -56,9 +56,32 @@ def _rmsnorm_backward(problem: LoadedProblem) -> Callable[..., Any]:
     return run
 
 
+def _softmax(problem: LoadedProblem) -> Callable[..., Any]:
+    ops = _liger_ops("softmax")
+
+    def run(x):
+        return ops._softmax_forward(x)[0]
+
+    return run
+
+
+def _swiglu(problem: LoadedProblem) -> Callable[..., Any]:
+    ops = _liger_ops("swiglu")
+
+    def run(gate, up):
+        return ops.swiglu_forward(gate, up)[2]
+
+    return run
+
+
+# Not wired: cross_entropy_forward. Liger's cross-entropy forward also writes the gradient
+# into the logits in place (a fused forward and backward), so it is neither the same work
+# nor safe to call repeatedly on the problem's inputs.
 LIGER_BASELINES: dict[str, Callable[[LoadedProblem], Callable[..., Any]]] = {
     "rmsnorm_forward": _rmsnorm_forward,
     "rmsnorm_backward": _rmsnorm_backward,
+    "softmax": _softmax,
+    "swiglu": _swiglu,
 }
 
 

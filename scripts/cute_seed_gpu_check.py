@@ -19,7 +19,8 @@ cache flush):
             (the seeds keep their executors in a compile cache); for a seed that calls its
             @cute.jit functions directly, the launches of ModelNew.launch_plan(*inputs) ->
             (outputs, [(jit_fn, args), ...]) compiled once, if it defines one;
-and prints effective TB/s from the problem's kgen_bytes() when it defines one.
+and prints effective TB/s from the problem's kgen_bytes() when it defines one; for the GEMM it also
+times the vendor library (cuBLAS through F.linear, with and without the GELU) in bf16.
 One line per seed and size; failures print a short traceback and the run goes on.
 """
 
@@ -41,6 +42,16 @@ TOL = {
     torch.float32: (1e-4, 1e-3, 1e-4),
     torch.bfloat16: (1e-2, 3.2e-2, 1e-2),
     torch.float16: (2e-3, 4e-3, 2e-3),
+}
+
+#: vendor-library versions of a problem, timed beside the seed in its own dtype (the problems'
+#: references may compute in fp32, which is not what a bf16 kernel competes with)
+LIBRARY = {
+    "gemm_bias_gelu": {
+        "cuBLAS F.linear (bf16, no epilogue)": lambda x, w, b: torch.nn.functional.linear(x, w, b),
+        "cuBLAS F.linear + F.gelu(tanh) (bf16)": lambda x, w, b: torch.nn.functional.gelu(
+            torch.nn.functional.linear(x, w, b), approximate="tanh"),
+    },
 }
 
 
@@ -222,6 +233,11 @@ def check_seed(seed_path, iters, timing):
                         kernel = f"kernel median {k_med:.3f} ms{rate(k_med)} | kernel back-to-back {k_mean:.3f} ms{rate(k_mean)}"
                         del runner
                 print(f"TIME {name} {label} ({desc}): fwd median {fwd_med:.3f} ms{rate(fwd_med)} | {kernel}", flush=True)
+                for lib_name, lib_fn in LIBRARY.get(name, {}).items():
+                    with torch.no_grad():
+                        lib_med, _ = time_calls(lambda f=lib_fn, xs=inputs: f(*xs), iters, back_to_back=False)
+                    print(f"LIB  {name} {label}: {lib_name} median {lib_med:.3f} ms{rate(lib_med)} "
+                          f"(seed fwd / library = {fwd_med / lib_med:.3f})", flush=True)
             del inputs
         except Exception as exc:
             all_ok = False
