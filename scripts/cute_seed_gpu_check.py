@@ -1,7 +1,7 @@
 """Check CuTe DSL seed kernels on a GPU: correctness against an fp64 reference, then timing.
 
 Usage:
-    python3 scripts/cute_seed_gpu_check.py knowledge_base/seed_kernels_unverified/cute/*.py [--iters 50] [--no-timing]
+    python3 scripts/cute_seed_gpu_check.py knowledge_base/seed_kernels/cute/*.py [--iters 50] [--no-timing]
 
 For each seed (named after a problem in evals/problems/) and each size set of that problem
 (defaults, KGEN_SMALL_SIZES, each of KGEN_EXTRA_SIZES):

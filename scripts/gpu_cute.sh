@@ -9,14 +9,14 @@
 #              shipped Triton seeds of the same problems, same call), kb_<file>.json (an
 #              unmodified KernelBench file at full size against its CuTe candidate from
 #              tests/fixtures/kernelbench_cute/), evidence.json, agent.txt, log.txt
-#   SEEDS_DIR  default: knowledge_base/seed_kernels_unverified/cute
+#   SEEDS_DIR  default: knowledge_base/seed_kernels/cute
 #   STEP       any of quick eval bench kernelbench agent (default: all five, in that order)
 # Each step skips what OUT already holds, so a step cut by the 10-minute window resumes in the
 # next call. Exit code 0 unless a step could not start.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:?usage: gpu_cute.sh OUT [SEEDS_DIR] [STEP...]}" && cd "$1" && pwd)
-seeds=$(cd "${2:-$root/knowledge_base/seed_kernels_unverified/cute}" && pwd)
+seeds=$(cd "${2:-$root/knowledge_base/seed_kernels/cute}" && pwd)
 shift 2 2>/dev/null || shift $#
 steps=${*:-quick eval bench kernelbench agent}
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/log.txt"; }

@@ -3,8 +3,8 @@ knowledge base's CuTe kernel for the problem is the starting point, the offline 
 its module-level knobs, and every candidate ends "compiled, not run" (CuTe kernels need a GPU),
 so the run names no verified kernel and says why.
 
-The knowledge base entry is a fixture standing in for a GPU-verified CuTe kernel (the shipped
-CuTe seeds enter the knowledge base only with GPU evidence)."""
+Two starting points: a fixture entry (a softcap kernel with three knobs) and the shipped,
+GPU-verified CuTe seeds that seed a fresh knowledge base (the issue's own request)."""
 
 from __future__ import annotations
 
@@ -63,14 +63,49 @@ def test_a_cute_request_offline_on_a_cpu_retunes_the_known_cute_kernel_and_runs_
     assert any("compiled, not run" in line and "need a GPU" in line for line in lines), lines[-5:]
 
 
-def test_offline_without_a_verified_cute_kernel_points_at_the_shipped_one_waiting_for_its_gpu_run(tmp_path):
-    from kgen.api import KgenUsageError
-    from kgen.knowledge_base import UNVERIFIED_SEEDS_DIR
+@pytest.mark.slow
+def test_the_shipped_cute_rmsnorm_backward_seed_is_the_offline_starting_point(tmp_path):
+    from kgen.knowledge_base import SEED_KERNELS_DIR
 
+    lines: list[str] = []
+    summary = kgen.generate("CuTe RMSNorm backward for H100", models=[], budget=2, device="cpu",
+                            out=tmp_path / "run", kb=str(tmp_path / "kb"), progress=lines.append)
+    spec = json.loads((tmp_path / "run" / "spec.json").read_text())
+    assert (spec["backend"], spec["problem"]) == ("cute", "rmsnorm_backward")
+    assert summary.best == {}
+    folders = sorted((tmp_path / "run" / "candidates").iterdir())
+    assert len(folders) == 2
+    sources = [(f / f"{f.name}.py").read_text() for f in folders]
+    seed = (SEED_KERNELS_DIR / "cute" / "rmsnorm_backward.py").read_text()
+    assert sources[0] == seed and sources[1] != seed  # the shipped seed, then one retuned knob
+    results = [EvalResult.model_validate_json((f / "eval.json").read_text()) for f in folders]
+    assert all(r.outcome == "compiled, not run" and r.compiles_for("h100") for r in results), \
+        [r.reason for r in results]
+
+
+def test_offline_without_a_verified_cute_kernel_points_at_a_seed_waiting_for_its_gpu_run(tmp_path, monkeypatch):
+    import kgen.knowledge_base
+    from kgen.api import KgenUsageError
+
+    waiting = tmp_path / "unverified"
+    (waiting / "cute").mkdir(parents=True)
+    (waiting / "cute" / "layernorm_forward.py").write_text(SOFTCAP.read_text())
+    monkeypatch.setattr(kgen.knowledge_base, "UNVERIFIED_SEEDS_DIR", waiting)
     with pytest.raises(KgenUsageError) as caught:
-        kgen.generate("CuTe RMSNorm backward for H100", models=[], device="cpu", out=tmp_path / "run",
+        kgen.generate("CuTe LayerNorm forward for H100", models=[], device="cpu", out=tmp_path / "run",
                       kb=str(tmp_path / "kb"))
     text = str(caught.value)
-    assert "no cute kernel for rmsnorm_backward" in text
-    assert f"kgen eval rmsnorm_backward {UNVERIFIED_SEEDS_DIR / 'cute' / 'rmsnorm_backward.py'}" in text
+    assert "no cute kernel for layernorm_forward" in text
+    assert f"kgen eval layernorm_forward {waiting / 'cute' / 'layernorm_forward.py'}" in text
     assert "--backend cute --device cuda" in text
+
+
+def test_offline_without_any_cute_kernel_for_the_problem_says_how_to_get_one(tmp_path):
+    from kgen.api import KgenUsageError
+
+    with pytest.raises(KgenUsageError) as caught:
+        kgen.generate("CuTe LayerNorm forward for H100", models=[], device="cpu", out=tmp_path / "run",
+                      kb=str(tmp_path / "kb"))
+    text = str(caught.value)
+    assert "no cute kernel for layernorm_forward" in text and "configure a model" in text
+    assert "waits for its GPU verification" not in text

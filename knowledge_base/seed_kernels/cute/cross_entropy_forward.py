@@ -56,7 +56,14 @@ def _vector_width(n_cols, elem_bytes, tensors):
 
 
 def _rows_2d(t, align):
-    """(rows, cols) row-major tensor: dynamic row count, static row length."""
+    """(rows, cols) row-major tensor: dynamic row count, static row length.
+
+    A row of one element is the exception: CuTe gives a static size-1 mode stride 0, so the
+    chunk's tile would address that one element at every column and the copy would read it
+    into every vector of the chunk (the loss came out ln(4) too large on an H100). That
+    row length gets a dynamic layout with the unit column stride kept static."""
+    if t.shape[1] == 1:
+        return from_dlpack(t, assumed_align=align).mark_layout_dynamic(leading_dim=1)
     return from_dlpack(t, assumed_align=align).mark_compact_shape_dynamic(mode=0, stride_order=(0, 1))
 
 
