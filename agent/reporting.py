@@ -37,6 +37,8 @@ class BestKernel(Timing):
     """A target's winner: its timing fields as measured (``device_name``: the GPU), or none."""
 
     target: str
+    #: the backend the kernel is written in (a request over several backends compares them)
+    backend: str = ""
     candidate: str
     module: str
     origin: str
@@ -69,6 +71,9 @@ class RunSummary(BaseModel):
     #: models were asked and none returned code (every call failed, or only prose came back):
     #: a kernel in ``best`` is the knowledge base's, re-measured, not the models' work
     no_model_code: bool = False
+    #: a request over several backends (agent/backend_runs.py): each backend's own run, by
+    #: name; ``backend`` then lists them and ``best`` holds the fastest per target
+    by_backend: dict[str, RunSummary] = Field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -128,7 +133,8 @@ def build_summary(runner: Runner, state: RunState) -> RunSummary:
                     else f"timed on {record.device_name or 'this GPU'}, not on {target}")
         summary.best[target] = BestKernel(
             **Timing.model_validate(record.model_dump(include=set(Timing.model_fields))).model_dump(),
-            target=target, candidate=record.id, module=str(module), origin=record.origin,
+            target=target, backend=summary.backend, candidate=record.id, module=str(module),
+            origin=record.origin,
             description=record.description, timing_note=note, evidence=_evidence(final),
             compile_report=record.kernels, knowledge_base=winner.get("kb", ""),
         )
@@ -174,9 +180,21 @@ def speedup_cell(timing: Timing, baseline: str, ratio: float | None) -> str:
 
 
 def render_summary(summary: RunSummary, console: Console) -> None:
-    """The final table: per target, best time, speedups, %SOL and the verification evidence."""
+    """The final table: per target, best time, speedups, %SOL and the verification evidence.
+    A request over several backends prints each backend's table, then the fastest per target."""
     from rich.table import Table
 
+    if summary.by_backend:
+        for backend_summary in summary.by_backend.values():
+            render_summary(backend_summary, console)
+            console.print()
+        for note in summary.notes:
+            console.print(f"note: {note}", highlight=False, soft_wrap=True)
+        for target, best in summary.best.items():
+            console.print(f"{target}: best kernel {best.candidate} ({best.backend}): {best.module}",
+                          highlight=False, soft_wrap=True)
+        console.print(f"run directory: {summary.run_dir}", highlight=False, soft_wrap=True)
+        return
     table = Table(title=f"kgen run {summary.run_id}: {summary.problem} ({summary.backend})",
                   title_justify="left")
     for column in ("target", "kernel", "ms", "vs eager", "vs compile", "%SOL", "verified"):

@@ -52,6 +52,15 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
         usable_backend(options.backend, list(options.targets))
 
 
+def _requested_backends(request: str) -> list[str]:
+    from kgen.agent.spec import SpecError, requested_backends
+
+    try:
+        return requested_backends(request)
+    except SpecError as exc:
+        raise RunError(str(exc)) from exc
+
+
 def _finish(runner: Runner, resume: bool, runs_dir: Path) -> RunSummary:
     """The run to its end, as the run's only kgen process; an interrupt (Ctrl-C, or SIGTERM /
     SIGHUP, which end the verifiers first) says how to continue before it goes on up."""
@@ -83,6 +92,12 @@ def _execute(runner: Runner, resume: bool) -> RunSummary:
 def start_run(options: RunOptions, *, runs_dir: Path, out: Path | None = None,
               progress: Progress | None = None, api_keys: dict[str, str] | None = None) -> RunSummary:
     validate_options(options, api_keys)
+    backends = [] if options.backend else _requested_backends(options.request)
+    if backends:  # "..., both backends": one run per backend (agent/backend_runs.py)
+        from kgen.agent.backend_runs import start_backend_runs
+
+        return start_backend_runs(options, backends, runs_dir=runs_dir, out=out, progress=progress,
+                                  api_keys=api_keys)
     run = RunDirectory.create(runs_dir, out)
     save_options(run, options)
     runner = Runner(run, options, progress, api_keys)
@@ -105,7 +120,12 @@ def start_run(options: RunOptions, *, runs_dir: Path, out: Path | None = None,
 
 def resume_run(run_ref: str, *, runs_dir: Path, progress: Progress | None = None,
                api_keys: dict[str, str] | None = None) -> RunSummary:
+    from kgen.agent.backend_runs import is_backend_runs, resume_backend_runs
+
     run = RunDirectory.find(run_ref, runs_dir)
+    if is_backend_runs(run):
+        return resume_backend_runs(run, load_options(run), runs_dir=runs_dir, progress=progress,
+                                   api_keys=api_keys)
     runner = Runner(run, load_options(run), progress, api_keys)
     runner.say(f"resuming run {run.run_id}")
     return _finish(runner, resume=True, runs_dir=runs_dir)

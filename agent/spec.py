@@ -152,6 +152,8 @@ _GPU_FAMILIES = frozenset({"sm", "gfx", "rtx", "gtx", "tesla", "quadro", "radeon
 #: A GPU-model-looking word (h900, v100, mi250x, rtx4090): unknown ones are errors, not content.
 _GPU_LIKE = re.compile(r"(?:h|a|b|l|v|p|k|g[bha]|ad|mi|sm|gfx|rtx|gtx)\d{2,4}[a-z]{0,3}")
 _TOKEN = re.compile(r"[a-z0-9]+")
+#: "both backends", "all the backends", "every kernel backend", "each backend"
+_EVERY_BACKEND = re.compile(r"\b(?:both|all|every|each)\s+(?:(?:the|of|kernel|the kernel)\s+)*backends?\b")
 _TARGET_GAP = re.compile(r"[\s\-_.:]+")
 _DIMS = re.compile(r"(?<![a-z0-9.])\d+(?:\s*[x×*]\s*\d+)+(?![a-z0-9.])")
 
@@ -282,10 +284,28 @@ def _scan_words(scan: _Scan) -> None:
         scan.blank(token.start(), end)
         i += 1
     if len(scan.backends) > 1:
-        raise SpecError(
-            f"the request names {' and '.join(scan.backends)}; kgen writes one backend per run, "
-            "so ask for one"
-        )
+        scan.notes.append(f"the request names {' and '.join(scan.backends)}: each backend has a run of its own")
+
+
+def _scan_every_backend(scan: _Scan) -> bool:
+    """Blank "both backends" / "all backends" (the words are no part of the operation's name)
+    and say whether the request had them."""
+    found = _EVERY_BACKEND.search(scan.rest)
+    if found is not None:
+        scan.blank(found.start(), found.end())
+    return found is not None
+
+
+def requested_backends(text: str) -> list[str]:
+    """The backends a request asks for when it asks for several: every registered backend for
+    "both backends" / "all backends" / "each backend", else the ones it names (two or more
+    names); an empty list for a request of one backend or none (an ordinary run)."""
+    scan = _Scan(text or "")
+    every = _scan_every_backend(scan)
+    _scan_words(scan)
+    if every:  # the default backend's run first, then the others
+        return [DEFAULT_BACKEND, *(b for b in known_backends() if b != DEFAULT_BACKEND)]
+    return scan.backends if len(scan.backends) > 1 else []
 
 
 def _backend_pair(scan: _Scan, tokens: list[re.Match[str]], i: int) -> str | None:
@@ -571,6 +591,8 @@ def parse_request(
         raise SpecError('empty request: say which kernel to write, e.g. "Triton RMSNorm backward for H100"')
     scan = _Scan(text)
     _scan_targets(scan)
+    if _scan_every_backend(scan):
+        scan.notes.append("the request asks for every backend: each has a run of its own")
     _scan_words(scan)
     _scan_shapes(scan)
     words = _content(_TOKEN.findall(scan.rest))

@@ -100,7 +100,9 @@ def generate(request: str, **options: Any) -> RunSummary:
     offline mode; an option of this run alone (not configurable) shows its own default.
     ``progress`` receives the run's event lines. The summary's ``best`` maps each target to
     its best verified kernel (module path, timings, evidence); ``run_dir`` holds every
-    candidate, prompt, reply and evaluation. An unknown option is a ``KgenUsageError``.
+    candidate, prompt, reply and evaluation. A request over several backends ("..., both
+    backends") runs each in turn: ``by_backend`` holds each backend's summary and ``best`` the
+    fastest per target. An unknown option is a ``KgenUsageError``.
     """
     from kgen.agent.graph import RunError
     from kgen.agent.runs import start_run

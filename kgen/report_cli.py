@@ -29,6 +29,7 @@ def report_command(
 
     Example: kgen report 20261122-081500-3fa9c1 --open
     """
+    from kgen.agent.backend_runs import backends_of, is_backend_runs
     from kgen.agent.run_directory import RunDirectory, RunNotFoundError
     from kgen.agent.run_report import write_report
     from kgen.settings import SettingsError, load_settings
@@ -41,12 +42,19 @@ def report_command(
         found = RunDirectory.find(run, settings.runs_location)
     except RunNotFoundError as exc:
         fail_usage(str(exc.args[0] if exc.args else exc))
-    try:
-        page = write_report(found.path, out, candidate)
-    except OSError as exc:
-        fail_usage(f"cannot write the report for run {found.run_id}: {exc}")
-    console.print(str(page), highlight=False, soft_wrap=True)
-    if open_page:
-        import webbrowser
+    # a request over several backends holds one run per backend: a report for each
+    runs = ([found.path / b for b in backends_of(found) if (found.path / b / "run.json").is_file()]
+            if is_backend_runs(found) else [found.path])
+    if not runs:
+        fail_usage(f"run {found.run_id} holds no backend's run yet (`kgen resume {found.run_id}`)")
+    for path in runs:
+        try:
+            page = write_report(path, out / path.name if out is not None and path != found.path else out,
+                                candidate)
+        except OSError as exc:
+            fail_usage(f"cannot write the report for run {found.run_id}: {exc}")
+        console.print(str(page), highlight=False, soft_wrap=True)
+        if open_page:
+            import webbrowser
 
-        webbrowser.open(page.resolve().as_uri())
+            webbrowser.open(page.resolve().as_uri())

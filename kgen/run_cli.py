@@ -140,7 +140,8 @@ def run_command(
     kernel for the request and tunes its parameters for the target. `kgen "..."` is
     short for `kgen run "..."`; options not given come from `KGEN_*` variables, then
     $KGEN_HOME/config.toml (`kgen config`). An interrupted run continues with
-    `kgen resume RUN`.
+    `kgen resume RUN`. A request for "both backends" (or naming two) runs each
+    backend in turn and reports the best of each.
 
     Example: kgen "layernorm fwd bf16 for H100 and MI300X" -m openai:gpt-5 --budget 16
     """

@@ -13,6 +13,7 @@ from kgen.agent.spec import (
     parse_request,
     parse_request_with_model,
     request_direction,
+    requested_backends,
 )
 from kgen.evals.catalog import catalog
 
@@ -128,11 +129,34 @@ def test_unknown_target_is_an_error_listing_known_targets(gpu):
     assert str(info.value).startswith(f"unknown hardware target '{gpu}'; known: h100, h100-pcie")
 
 
-def test_unknown_or_conflicting_backend_is_an_error():
+def test_unknown_backend_is_an_error():
     with pytest.raises(SpecError, match="unknown backend .cuda.; known: cute, triton"):
         parse_request("CUDA rmsnorm for h100")
-    with pytest.raises(SpecError, match="triton and cute"):
-        parse_request("triton or cute softmax")
+    with pytest.raises(SpecError, match="unknown backend .cuda."):
+        requested_backends("triton and CUDA softmax")
+
+
+@pytest.mark.parametrize(("text", "backends"), [
+    ("RMSNorm backward for H100, both backends", ["triton", "cute"]),
+    ("softmax on all the backends for b200", ["triton", "cute"]),
+    ("layernorm forward with every kernel backend", ["triton", "cute"]),
+    ("each backend: swiglu", ["triton", "cute"]),
+    ("triton or cute softmax", ["triton", "cute"]),
+    ("CuTe DSL and Triton rmsnorm forward", ["cute", "triton"]),
+    ("CuTe RMSNorm backward for H100", []),
+    ("rmsnorm backward", []),
+    ("the backend of a model: rmsnorm", []),  # "backend" alone asks for nothing
+])
+def test_a_request_for_several_backends_names_them_in_order(text, backends):
+    assert requested_backends(text) == backends
+
+
+@pytest.mark.parametrize("text", ["RMSNorm backward for H100, both backends",
+                                  "Triton and CuTe RMSNorm backward for H100"])
+def test_a_request_for_several_backends_still_reads_as_one_problem(text):
+    spec = parse_request(text)
+    assert (spec.problem, spec.targets) == ("rmsnorm_backward", ["h100"])
+    assert any("run of its own" in note for note in spec.notes), spec.notes
 
 
 def test_default_target_is_used_and_noted():
