@@ -284,7 +284,8 @@ def _scan_words(scan: _Scan) -> None:
         scan.blank(token.start(), end)
         i += 1
     if len(scan.backends) > 1:
-        scan.notes.append(f"the request names {' and '.join(scan.backends)}: each backend has a run of its own")
+        scan.notes.append(f"the request names {' and '.join(scan.backends)}: each backend has a run of its own "
+                          "unless --backend picks one")
 
 
 def _scan_every_backend(scan: _Scan) -> bool:
@@ -592,7 +593,7 @@ def parse_request(
     scan = _Scan(text)
     _scan_targets(scan)
     if _scan_every_backend(scan):
-        scan.notes.append("the request asks for every backend: each has a run of its own")
+        scan.notes.append("the request asks for every backend: each has a run of its own unless --backend picks one")
     _scan_words(scan)
     _scan_shapes(scan)
     words = _content(_TOKEN.findall(scan.rest))

@@ -110,3 +110,12 @@ def test_the_fastest_is_chosen_by_time_on_the_target_only():
     assert fastest([triton, elsewhere], "h100").backend == "triton"
     # nothing timed (a CPU run): the request's order decides
     assert fastest([_kernel("triton", None, ""), _kernel("cute", None, "")], "h100").backend == "triton"
+
+
+@pytest.mark.slow
+def test_backend_option_picks_one_backend_of_a_request_for_both(tmp_path):
+    summary = kgen.generate("RMSNorm backward for H100, both backends", backend="cute", models=[], budget=1,
+                            device="cpu", out=tmp_path / "run", kb=str(tmp_path / "kb"))
+    assert summary.backend == "cute" and summary.by_backend == {}
+    assert json.loads((tmp_path / "run" / "spec.json").read_text())["backend"] == "cute"
+    assert not (tmp_path / "run" / "triton").exists()
