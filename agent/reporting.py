@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
     from kgen.agent.graph import Runner, RunState
 
-NO_GPU_NOTE = "timings need a GPU: kernels were verified in Triton's CPU interpreter, not timed"
+def no_gpu_note(backend: str) -> str:
+    """What a CPU run could not do, as the backend allows: Triton's interpreter verifies but
+    does not time; a backend without one only compiles (``BackendInfo.runs_on_cpu``)."""
+    from kgen.backends.registry import backend_info
+
+    info = backend_info(backend)
+    if info.runs_on_cpu:
+        return f"timings need a GPU: kernels were verified in {info.label}'s CPU interpreter, not timed"
+    return (f"{info.label} kernels need a GPU to run: here they were compiled for the targets, not run, "
+            "so none is verified or timed (--device cuda)")
 
 
 class Evidence(BaseModel):
@@ -118,8 +127,8 @@ def build_summary(runner: Runner, state: RunState) -> RunSummary:
         no_code=sum(r.status == "no_code" for r in records),
         usage=ledger.model_dump(mode="json"),
     )
-    if runner.device == "cpu":
-        summary.notes.append(NO_GPU_NOTE)
+    if runner.device == "cpu" and summary.backend:
+        summary.notes.append(no_gpu_note(summary.backend))
     for target, winner in (state.get("winners") or {}).items():
         record = next(r for r in records if r.id == winner["candidate"])
         final = runner.load_eval(record.id, "final_eval.json") or runner.load_eval(record.id)

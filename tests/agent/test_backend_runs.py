@@ -32,6 +32,8 @@ def test_both_backends_run_each_and_report_the_best_of_each(tmp_path):
     # on a CPU Triton's interpreter verifies; CuTe compiles but cannot run
     assert set(triton.best) == {"h100"} and triton.best["h100"].backend == "triton"
     assert cute.best == {} and cute.candidates == 1
+    assert any("compiled for the targets, not run" in n for n in cute.notes), cute.notes
+    assert not any("interpreter" in n for n in cute.notes)
     assert summary.best["h100"].backend == "triton"
     assert summary.candidates == triton.candidates + cute.candidates
     assert any(line.startswith("[cute] ") and "compiled, not run" in line for line in lines), lines[-8:]

@@ -6,8 +6,10 @@ import io
 
 from rich.console import Console
 
-from kgen.agent.reporting import NO_GPU_NOTE, BestKernel, Evidence, RunSummary, render_summary
+from kgen.agent.reporting import BestKernel, Evidence, RunSummary, no_gpu_note, render_summary
 from kgen.agent.usage import ModelUsage, UsageLedger
+
+NO_GPU_NOTE = no_gpu_note("triton")
 
 RUN_ID = "20261122-081500-3fa9c1"
 RUN_DIR = f"/home/someone/.kgen/runs/{RUN_ID}"
@@ -120,3 +122,9 @@ def test_figures_measured_on_another_gpu_are_not_shown_as_the_targets():
     assert "h100: timed on NVIDIA A100-SXM4-80GB, not on h100" in text
     cells = [cell.strip() for cell in row(text, "h100").split("│")[1:-1]]
     assert cells[2:6] == ["-", "-", "-", "-"]
+
+
+def test_the_cpu_note_says_what_the_backend_could_do_there():
+    assert "verified in Triton's CPU interpreter, not timed" in no_gpu_note("triton")
+    cute = no_gpu_note("cute")
+    assert "compiled for the targets, not run" in cute and "interpreter" not in cute and "--device cuda" in cute
