@@ -97,7 +97,7 @@ def test_main_command_offline_on_a_cpu_then_runs_and_resume(home):
     # the seed kernel was found again: a duplicate, not a second entry
     assert best["knowledge_base"].startswith("duplicate ")
     stored = KnowledgeBase.open(str(home / "kb")).kernels(
-        where_equal(problem="rmsnorm_backward", target="h100"))
+        where_equal(problem="rmsnorm_backward", target="h100", backend="triton"))
     assert len(stored) == 1
 
     listed = kgen(home, "runs")
