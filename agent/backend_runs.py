@@ -44,6 +44,11 @@ def backends_of(run: RunDirectory) -> list[str]:
     return list(json.loads(run.file(RUN_FILE).read_text())[PLAN_KEY])
 
 
+def started_runs(run: RunDirectory) -> list[Path]:
+    """The backends' run directories that exist so far, in the request's order."""
+    return [run.path / b for b in backends_of(run) if (run.path / b / RUN_FILE).is_file()]
+
+
 def start_backend_runs(options: RunOptions, backends: list[str], *, runs_dir: Path, out: Path | None,
                        progress: Progress | None, api_keys: dict[str, str] | None) -> RunSummary:
     run = RunDirectory.create(runs_dir, out)
@@ -56,8 +61,9 @@ def start_backend_runs(options: RunOptions, backends: list[str], *, runs_dir: Pa
 
 def resume_backend_runs(run: RunDirectory, options: RunOptions, *, runs_dir: Path,
                         progress: Progress | None, api_keys: dict[str, str] | None) -> RunSummary:
-    _say(run, progress, f"resuming run {run.run_id} ({' and '.join(backends_of(run))})")
-    return _run_each(run, options, backends_of(run), runs_dir=runs_dir, progress=progress, api_keys=api_keys)
+    backends = backends_of(run)
+    _say(run, progress, f"resuming run {run.run_id} ({' and '.join(backends)})")
+    return _run_each(run, options, backends, runs_dir=runs_dir, progress=progress, api_keys=api_keys)
 
 
 def _say(run: RunDirectory, progress: Progress | None, line: str) -> None:

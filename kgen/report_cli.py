@@ -29,7 +29,7 @@ def report_command(
 
     Example: kgen report 20261122-081500-3fa9c1 --open
     """
-    from kgen.agent.backend_runs import backends_of, is_backend_runs
+    from kgen.agent.backend_runs import is_backend_runs, started_runs
     from kgen.agent.run_directory import RunDirectory, RunNotFoundError
     from kgen.agent.run_report import write_report
     from kgen.settings import SettingsError, load_settings
@@ -43,8 +43,7 @@ def report_command(
     except RunNotFoundError as exc:
         fail_usage(str(exc.args[0] if exc.args else exc))
     # a request over several backends holds one run per backend: a report for each
-    runs = ([found.path / b for b in backends_of(found) if (found.path / b / "run.json").is_file()]
-            if is_backend_runs(found) else [found.path])
+    runs = started_runs(found) if is_backend_runs(found) else [found.path]
     if not runs:
         fail_usage(f"run {found.run_id} holds no backend's run yet (`kgen resume {found.run_id}`)")
     for path in runs:
