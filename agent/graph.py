@@ -15,6 +15,7 @@ on the same GPU would be wrong.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import sqlite3
@@ -610,18 +611,25 @@ class Runner:
         return {}
 
 
+def _stops_when_kgen_does(node: Callable[[Any], dict]) -> Callable[[Any], dict]:
+    """The node, after a check that no ending signal has come: one whose exception Python
+    swallowed where it landed (process_lifecycle) still stops the run before its next step."""
+    from kgen.evals.process_lifecycle import raise_if_ending
+
+    @functools.wraps(node)
+    def checked(state: Any) -> dict:  # the run's state, or produce's task
+        raise_if_ending()
+        return node(state)
+
+    return checked
+
+
 def build_graph(runner: Runner, checkpointer: Any):
     from langgraph.graph import END, START, StateGraph
 
     graph = StateGraph(RunState)
-    graph.add_node("spec", runner.spec)
-    graph.add_node("retrieve", runner.retrieve)
-    graph.add_node("plan", runner.plan)
-    graph.add_node("produce", runner.produce)
-    graph.add_node("evaluate", runner.evaluate)
-    graph.add_node("select", runner.select)
-    graph.add_node("persist", runner.persist)
-    graph.add_node("report", runner.report)
+    for name in ("spec", "retrieve", "plan", "produce", "evaluate", "select", "persist", "report"):
+        graph.add_node(name, _stops_when_kgen_does(getattr(runner, name)))
     graph.add_edge(START, "spec")
     graph.add_edge("spec", "retrieve")
     graph.add_edge("retrieve", "plan")

@@ -10,7 +10,12 @@ that way ran forever.
   SIGTERM, SIGINT and SIGHUP to kgen kill each registered group before kgen itself stops
   (then chain: SIGINT becomes ``KeyboardInterrupt`` as before, SIGTERM/SIGHUP call the
   previous handler or exit with 128 + the signal number). ``atexit`` does the same for a
-  normal exit with something still registered.
+  normal exit with something still registered. Python runs a handler wherever the main
+  thread is, and some places (a weakref callback inside an import, a ``__del__``) print its
+  exception and go on: seen here, a Ctrl-C that kgen then ignored while it verified every
+  remaining candidate. So an ending signal is also remembered: no verifier starts after it
+  (one registered after it is killed at once), and :func:`raise_if_ending` raises it again
+  where kgen is about to start more work.
 * **Parent-death signal** (child side, Linux): ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` between
   fork and exec, so even ``kill -KILL`` on kgen, where no handler runs, takes the child down.
 * **Watchdog** (child side, any OS): a daemon thread polls the parent pid and kills the
@@ -39,11 +44,13 @@ ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: Environment variable carrying the parent's pid to the child's watchdog.
 PARENT_PID_ENV = "KGEN_PARENT_PID"
 
-_lock = threading.Lock()
+# re-entrant: the signal handler takes it in the main thread, perhaps while that thread holds it
+_lock = threading.RLock()
 _groups: dict[int, str] = {}  # process-group id -> what it is, for the message
 _stopped: dict[int, str] = {}  # process-group id -> why kgen itself ended it (kgen's own stop)
 _installed = False
 _previous: dict[int, object] = {}
+_ending: int | None = None  # the signal that is ending kgen, once one is
 
 
 # ----------------------------------------------------------------------------------------
@@ -54,8 +61,10 @@ _previous: dict[int, object] = {}
 def register(pgid: int, what: str) -> None:
     """A sandbox child's process group is alive and must not outlive kgen."""
     with _lock:
-        _groups[pgid] = what
         _stopped.pop(pgid, None)  # a reused pid: nothing of an earlier child's end applies
+        _groups[pgid] = what
+    if _ending is not None:  # started as kgen was told to stop: it ends with the others
+        kill_registered(f"kgen received {signal.Signals(_ending).name}")
 
 
 def unregister(pgid: int) -> None:
@@ -100,19 +109,31 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         sys.stderr.write(f"kgen: {name} received; stopped {len(stopped)} verifier process(es): {', '.join(stopped)}\n")
         sys.stderr.flush()
     previous = _previous.get(signum)
+    if callable(previous) and previous is not signal.default_int_handler:
+        previous(signum, frame)  # a handler installed before kgen's decides what happens next
+        return
+    if previous == signal.SIG_IGN and signum != signal.SIGINT:
+        return
+    global _ending
+    _ending = signum
+    if signum != signal.SIGINT:
+        sys.stderr.write(f"kgen: stopped by {name}\n")
+        sys.stderr.flush()
+    _raise_for(signum)
+
+
+def _raise_for(signum: int) -> None:
     if signum == signal.SIGINT:
-        if callable(previous) and previous is not signal.default_int_handler:
-            previous(signum, frame)
-            return
         raise KeyboardInterrupt
-    if callable(previous):
-        previous(signum, frame)
-        return
-    if previous == signal.SIG_IGN:
-        return
-    sys.stderr.write(f"kgen: stopped by {name}\n")
-    sys.stderr.flush()
     raise SystemExit(128 + signum)  # not os._exit: temporary directories are still removed
+
+
+def raise_if_ending() -> None:
+    """Raise again the exception of an ending signal that kgen received (``KeyboardInterrupt``
+    for SIGINT, else ``SystemExit``): called where kgen would start more work, so that a
+    handler's exception swallowed where it landed still ends kgen there."""
+    if _ending is not None:
+        _raise_for(_ending)
 
 
 def install_signal_handlers() -> bool:

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from kgen.evals.process_lifecycle import (
     PARENT_PID_ENV,
     die_with_parent,
+    raise_if_ending,
     register,
     stopped_by,
     unregister,
@@ -154,6 +155,7 @@ def start_boxed(
 
     The one place a boxed child is started, cold or spare. Returns the process and whether
     its network is isolated. Its stdout and stderr go to files in the box."""
+    raise_if_ending()  # kgen is stopping: no new verifier
     workdir.mkdir(parents=True, exist_ok=True)
     env = child_environment(workdir, extra_env)
     parent_pid = os.getpid()
@@ -204,6 +206,7 @@ def run_python_module(
     finally:
         # after a timeout, an exit (its children left behind) or an interrupt of kgen itself
         kill_group(proc)
+    raise_if_ending()  # a child cut short by kgen's own stop is no verdict on the candidate
     stopped = stopped_by(proc.pid) if proc.returncode == -signal.SIGKILL else None  # else it ended first
     stdout_tail, stdout_bytes = _tail(workdir / "stdout.txt", limits.output_tail_bytes)
     stderr_tail, stderr_bytes = _tail(workdir / "stderr.txt", limits.output_tail_bytes)

@@ -224,3 +224,68 @@ def test_a_verifier_killed_from_outside_is_a_harness_fault(tmp_path):
     result = box["result"]
     assert result.verdict.value == "inconclusive" and result.inconclusive.value == "worker_killed", result.reason
     assert not result.cut_short and result.rejection is None
+
+
+# A Ctrl-C whose KeyboardInterrupt Python swallows where the handler ran (here a __del__; in a
+# real run a weakref callback inside an import), then what kgen does next. Run in a process of
+# its own: the signal is remembered for the rest of that process.
+SWALLOWED = """
+import os, signal, sys, subprocess, time
+from pathlib import Path
+from kgen.evals.process_lifecycle import install_signal_handlers, register
+from kgen.evals.sandbox import SandboxLimits, run_python_module
+
+install_signal_handlers()
+
+class Dropped:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100000):  # the handler runs here, inside __del__
+            pass
+
+Dropped()
+print("went on", flush=True)
+late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+register(late.pid, "a late sleeper")  # started as kgen stops: killed at once
+print("late child", late.wait(timeout=10), flush=True)
+box = Path(sys.argv[1])
+try:
+    run_python_module("kgen.evals.child", [], SandboxLimits(timeout_s=60), workdir=box)
+except KeyboardInterrupt:
+    print("no verifier:", not box.exists(), flush=True)
+    raise
+"""
+
+
+def test_an_interrupt_python_swallowed_still_stops_kgen_before_its_next_verifier(tmp_path):
+    script = tmp_path / "swallowed.py"
+    script.write_text(SWALLOWED)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "box")], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert "Exception ignored" in done.stderr and "KeyboardInterrupt" in done.stderr, done.stderr
+    assert done.stdout.splitlines() == ["went on", f"late child {-signal.SIGKILL}", "no verifier: True"], done
+    assert done.returncode == -signal.SIGINT  # the KeyboardInterrupt went on up, as Ctrl-C does
+
+
+def test_an_ending_signal_the_program_ignored_before_kgen_stops_nothing_after_it(tmp_path):
+    """SIGTERM ignored before kgen's handler: the children go, kgen goes on and may verify again."""
+    script = tmp_path / "ignored.py"
+    script.write_text(
+        "import os, signal, subprocess, sys\n"
+        "from kgen.evals.process_lifecycle import install_signal_handlers, register, raise_if_ending\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "install_signal_handlers()\n"
+        "first = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        "register(first.pid, 'first')\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "print('first', first.wait(timeout=10), flush=True)\n"
+        "raise_if_ending()\n"
+        "second = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.2)'], start_new_session=True)\n"
+        "register(second.pid, 'second')\n"
+        "print('second', second.wait(timeout=10), flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"first {-signal.SIGKILL}", "second 0"]
