@@ -1,6 +1,7 @@
 """CI has no GPU: kernels run in Triton's CPU interpreter, chosen before triton is imported.
 
-Also the session's real Chroma server on loopback, for knowledge-base tests in both modes."""
+Also the session's real Chroma server on loopback, for knowledge-base tests in both modes, and
+how the suite is spread over processes (pytest-xdist, ``-n auto`` in pyproject.toml)."""
 
 import os
 import shutil
@@ -15,6 +16,25 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+#: Test processes at most. The suite is mostly one busy core per test (the interpreter, a
+#: verifier child), so one process per core nearly halves CI's time on its two cores; each
+#: also holds torch and its verifier children (a few GB at worst), which a many-core machine
+#: multiplies, hence a cap.
+MAX_TEST_PROCESSES = 4
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    return max(1, min(os.cpu_count() or 1, MAX_TEST_PROCESSES))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that share one expensive result (a module's ``xdist_group``) run in one process;
+    they go first, so that the largest unit of work never starts last (``--dist loadgroup``)."""
+    grouped = [item for item in items if item.get_closest_marker("xdist_group")]
+    if grouped:
+        items[:] = grouped + [item for item in items if not item.get_closest_marker("xdist_group")]
 
 
 def _free_port() -> int:

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# one test process runs the module: one run of the script for the module
+pytestmark = pytest.mark.xdist_group("kb_benchmark_script")
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kb_benchmark.py"
 
 

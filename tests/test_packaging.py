@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# one test process runs the module: one wheel built for the module
+pytestmark = pytest.mark.xdist_group("packaging")
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"kgen": "kgen", "agent": "kgen/agent", "backends": "kgen/backends",
            "knowledge_base": "kgen/knowledge_base", "prompts": "kgen/prompts", "evals": "kgen/evals"}

@@ -36,6 +36,9 @@ import time
 import os
 import socket
 
+# one test process runs the module: one real verdict for the module
+pytestmark = pytest.mark.xdist_group("fix_prompt_violations")
+
 
 @triton.jit
 def relu_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):

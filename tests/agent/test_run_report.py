@@ -35,6 +35,9 @@ from kgen.agent.usage import ModelUsage, UsageLedger
 from kgen.evals.bench_result import BenchResult, Measurement
 from kgen.evals.result import EvalResult, OutputComparison, RejectionClass, Trial, Verdict
 
+# one test process runs the module: one real offline run for the module
+pytestmark = pytest.mark.xdist_group("run_report")
+
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
 H100 = "NVIDIA H100 80GB HBM3"
 KB_ID = "k-0123456789abcdef"

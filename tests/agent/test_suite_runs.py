@@ -28,6 +28,9 @@ from scripted_run import fenced
 from kgen.agent.run_options import RunOptions
 from kgen.agent.suite_runs import SuiteError, SuiteRun, solve_suite
 
+# one test process runs the module: one seeded knowledge base for the module
+pytestmark = pytest.mark.xdist_group("suite_runs")
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SUITE = FIXTURES / "suite_level1"
 SOLUTIONS = FIXTURES / "kernelbench_solutions"

@@ -13,6 +13,9 @@ from kgen.backends.module_loading import load_module_from_file
 from kgen.backends.registry import get_backend
 from kgen.backends.targets import resolve_target
 
+# one test process runs the module: one prepared CuTe backend for the module
+pytestmark = pytest.mark.xdist_group("cute_backend")
+
 CUTE = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "cute"
 
 

@@ -19,6 +19,9 @@ from kgen.backends.targets import resolve_target
 from kgen.backends.triton.cross_compile import shared_limit_bytes, shared_overflow
 from kgen.knowledge_base import SEED_KERNELS_DIR
 
+# one test process runs the module: one deep-pipeline GEMM for the module
+pytestmark = pytest.mark.xdist_group("compile_targets")
+
 QUICK = {"device": "cpu", "distributions": False, "n_seeds": 1}
 
 
