@@ -61,8 +61,15 @@ def _start_run(home: Path, out: Path) -> tuple[subprocess.Popen, list[str]]:
     pytest.fail("the run never reached an evaluation:\n" + "".join(lines))
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["Ctrl-C", "SIGTERM"])
-def test_a_stopped_run_says_how_to_resume_and_leaves_nothing_running(tmp_path, sig, code):
+# How a shell sees each stop. After Ctrl-C, kgen exits 130, or Python ends it by SIGINT itself
+# (the Unix way to say "interrupted", which a shell also reads as 130): seen here in about one
+# stop in ten, with kgen's own interrupt message and clean-up done; CPython kills itself so when
+# it saw the KeyboardInterrupt leave code it ran as a whole (PyRun_*), even once caught later.
+STOPPED = [(signal.SIGINT, (130, -signal.SIGINT)), (signal.SIGTERM, (143,))]
+
+
+@pytest.mark.parametrize(("sig", "codes"), STOPPED, ids=["Ctrl-C", "SIGTERM"])
+def test_a_stopped_run_says_how_to_resume_and_leaves_nothing_running(tmp_path, sig, codes):
     home, out = tmp_path / "home", tmp_path / "run"
     proc, lines = _start_run(home, out)
     assert (out / LOCK_FILE).is_file()
@@ -70,7 +77,7 @@ def test_a_stopped_run_says_how_to_resume_and_leaves_nothing_running(tmp_path, s
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     err = "".join(lines) + err
-    assert proc.returncode == code, err[-2000:]
+    assert proc.returncode in codes, err[-2000:]
     # made with --out outside the runs folder: the path is what finds it again
     assert f"interrupted: `kgen resume {out.resolve()}` continues this run" in err, err[-2000:]
     assert "Aborted" not in err and "Traceback" not in err
