@@ -63,9 +63,9 @@ def _start_run(home: Path, out: Path) -> tuple[subprocess.Popen, list[str]]:
 
 # How a shell sees each stop. After Ctrl-C, kgen exits 130, or Python ends it by SIGINT itself
 # (the Unix way to say "interrupted", which a shell also reads as 130): seen here in about one
-# stop in ten, with kgen's own interrupt message and clean-up done (CPython remembers a
-# KeyboardInterrupt that left code it ran through its PyRun_* entry points, even one caught
-# later, and then ends the process by SIGINT whatever exit code was asked for).
+# stop in ten, with kgen's own interrupt message and clean-up done: CPython ends a process by
+# SIGINT, whatever exit code it was asked for, once it has flagged a KeyboardInterrupt as
+# unhandled, which happens in code it runs from C (what set it here was not found).
 STOPPED = [(signal.SIGINT, (130, -signal.SIGINT)), (signal.SIGTERM, (143,))]
 
 
