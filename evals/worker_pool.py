@@ -179,7 +179,7 @@ class _Pool:
         for future in pending:
             try:
                 future.result(timeout=PENDING_START_WAIT_S)
-            except Exception:  # noqa: BLE001 - it failed to start: nothing to trim
+            except BaseException:  # noqa: BLE001 - it failed to start (kgen stopping too): nothing to trim
                 pass
         with self._lock:
             kept = self._spares.get(key, [])
@@ -219,7 +219,7 @@ class _Pool:
             for future in pending:
                 try:
                     future.result(timeout=PENDING_START_WAIT_S)
-                except Exception:  # noqa: BLE001 - it failed to start: nothing to end
+                except BaseException:  # noqa: BLE001 - it failed to start (kgen stopping too): nothing to end
                     pass
 
     def spares(self) -> list[Spare]:
@@ -238,7 +238,9 @@ class _Pool:
             spec, key, future = self._requests.get()
             try:
                 spare = self._start(spec, key)
-            except Exception as exc:  # noqa: BLE001 - reported through the future; take() starts cold
+            # reported through the future (take() starts cold); BaseException: a start refused
+            # because kgen is stopping must still end the future that close() waits on
+            except BaseException as exc:  # noqa: BLE001
                 with self._lock:
                     self._resolve(key, future)
                 future.set_exception(exc)

@@ -248,6 +248,10 @@ print("went on", flush=True)
 late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
 register(late.pid, "a late sleeper")  # started as kgen stops: killed at once
 print("late child", late.wait(timeout=10), flush=True)
+from kgen.evals import worker_pool
+worker_pool.prestart(worker_pool.WorkerSpec(device="cpu", backend="triton"))  # refused: kgen is stopping
+worker_pool.close()  # returns: the refused start ended the future it waits on
+print("spares closed", flush=True)
 box = Path(sys.argv[1])
 try:
     run_python_module("kgen.evals.child", [], SandboxLimits(timeout_s=60), workdir=box)
@@ -264,7 +268,8 @@ def test_an_interrupt_python_swallowed_still_stops_kgen_before_its_next_verifier
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "box")], capture_output=True, text=True,
                           env=env, timeout=120)
     assert "Exception ignored" in done.stderr and "KeyboardInterrupt" in done.stderr, done.stderr
-    assert done.stdout.splitlines() == ["went on", f"late child {-signal.SIGKILL}", "no verifier: True"], done
+    assert done.stdout.splitlines() == ["went on", f"late child {-signal.SIGKILL}", "spares closed",
+                                        "no verifier: True"], done
     assert done.returncode == -signal.SIGINT  # the KeyboardInterrupt went on up, as Ctrl-C does
 
 
