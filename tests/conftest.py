@@ -29,14 +29,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(os.cpu_count() or 1, MAX_TEST_PROCESSES))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that share one expensive result (a module's ``xdist_group``) run in one process;
-    they go first, so that the largest unit of work never starts last (``--dist loadgroup``)."""
-    grouped = [item for item in items if item.get_closest_marker("xdist_group")]
-    if grouped:
-        items[:] = grouped + [item for item in items if not item.get_closest_marker("xdist_group")]
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
