@@ -64,7 +64,7 @@ def register(pgid: int, what: str) -> None:
         _stopped.pop(pgid, None)  # a reused pid: nothing of an earlier child's end applies
         _groups[pgid] = what
     if _ending is not None:  # started as kgen was told to stop: it ends with the others
-        kill_registered(f"kgen received {signal.Signals(_ending).name}")
+        kill_registered(_received(_ending))
 
 
 def unregister(pgid: int) -> None:
@@ -102,9 +102,14 @@ def stopped_by(pgid: int) -> str | None:
         return _stopped.pop(pgid, None)
 
 
+def _received(signum: int) -> str:
+    """Why kgen ended its children on a signal, as ``stopped_by`` reports it."""
+    return f"kgen received {signal.Signals(signum).name}"
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
-    stopped = kill_registered(f"kgen received {name}")
+    stopped = kill_registered(_received(signum))
     if stopped:
         sys.stderr.write(f"kgen: {name} received; stopped {len(stopped)} verifier process(es): {', '.join(stopped)}\n")
         sys.stderr.flush()
