@@ -15,7 +15,10 @@ that way ran forever.
   exception and go on: seen here, a Ctrl-C that kgen then ignored while it verified every
   remaining candidate. So an ending signal is also remembered: no verifier starts after it
   (one registered after it is killed at once), and :func:`raise_if_ending` raises it again
-  where kgen is about to start more work.
+  where kgen is about to start more work. Python would print the swallowed exception as
+  "Exception ignored ... Traceback" (seen in CI: inside logging's after-fork hook, as a
+  verifier started); that is kgen's own stop going on as designed, not an error, so the
+  unraisable hook leaves it unprinted.
 * **Parent-death signal** (child side, Linux): ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` between
   fork and exec, so even ``kill -KILL`` on kgen, where no handler runs, takes the child down.
 * **Watchdog** (child side, any OS): a daemon thread polls the parent pid and kills the
@@ -51,6 +54,7 @@ _stopped: dict[int, str] = {}  # process-group id -> why kgen itself ended it (k
 _installed = False
 _previous: dict[int, object] = {}
 _ending: int | None = None  # the signal that is ending kgen, once one is
+_previous_unraisablehook = sys.unraisablehook
 
 
 # ----------------------------------------------------------------------------------------
@@ -141,6 +145,15 @@ def raise_if_ending() -> None:
         _raise_for(_ending)
 
 
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """Print what Python could not raise, except an ending signal's own exception: that one
+    :func:`raise_if_ending` raises again where kgen next starts work."""
+    ours = unraisable.exc_type is not None and issubclass(unraisable.exc_type, (KeyboardInterrupt, SystemExit))
+    if ours and _ending is not None:
+        return
+    _previous_unraisablehook(unraisable)
+
+
 def install_signal_handlers() -> bool:
     """End registered children on SIGTERM, SIGINT and SIGHUP, then behave as before.
 
@@ -153,9 +166,12 @@ def install_signal_handlers() -> bool:
         if _installed:
             return True
         _installed = True
+    global _previous_unraisablehook
     for signum in ENDING_SIGNALS:
         _previous[signum] = signal.getsignal(signum)
         signal.signal(signum, _on_signal)
+    _previous_unraisablehook = sys.unraisablehook
+    sys.unraisablehook = _unraisable
     atexit.register(kill_registered)
     return True
 
