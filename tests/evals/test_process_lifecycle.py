@@ -329,3 +329,45 @@ def test_an_ending_signal_the_program_ignored_before_kgen_stops_nothing_after_it
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"first {-signal.SIGKILL}", "second 0"]
+
+
+# The signal lands while the sandbox starts its verifier (in an after-fork hook, as seen in CI with
+# logging's): the handler does not raise there, where Python would drop the exception and leave the
+# hook half done; the verifier registered after it is killed and the sandbox raises it.
+DURING_START = """
+import os, signal, sys, time
+from pathlib import Path
+from kgen.evals.process_lifecycle import install_signal_handlers, live_groups
+from kgen.evals.sandbox import SandboxLimits, run_python_module
+
+install_signal_handlers()
+dropped = []
+kgens_hook = sys.unraisablehook
+def recording(unraisable):
+    dropped.append(unraisable.exc_type.__name__)
+    kgens_hook(unraisable)
+sys.unraisablehook = recording
+
+def interrupt_here():
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(100000):
+        pass
+
+os.register_at_fork(after_in_parent=interrupt_here)
+started = time.monotonic()
+try:
+    run_python_module("kgen.evals.child", [], SandboxLimits(timeout_s=60), workdir=Path(sys.argv[1]))
+except KeyboardInterrupt:
+    print("interrupted", "dropped:", dropped, "live:", live_groups(), "quick:", time.monotonic() - started < 20,
+          flush=True)
+"""
+
+
+def test_a_signal_while_a_verifier_starts_is_raised_once_it_is_killed_not_dropped(tmp_path):
+    script = tmp_path / "during_start.py"
+    script.write_text(DURING_START)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "box")], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.stdout.splitlines() == ["interrupted dropped: [] live: {} quick: True"], done
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
