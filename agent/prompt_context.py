@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kgen.agent.templates import render_template
+from kgen.evals.problem import sizes_text
 from kgen.evals.result import EvalResult, StageStatus, Trial
 
 if TYPE_CHECKING:
@@ -432,10 +433,6 @@ def _stage_evidence(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _sizes(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
-
-
 def _trial_evidence(trials: list[Trial]) -> list[str]:
     if not trials:
         return []
@@ -445,8 +442,8 @@ def _trial_evidence(trials: list[Trial]) -> list[str]:
         distributions = sorted({t.distribution for t in passed})
         sizes = []
         for t in passed:
-            if _sizes(t.sizes) not in sizes:
-                sizes.append(_sizes(t.sizes))
+            if sizes_text(t.sizes) not in sizes:
+                sizes.append(sizes_text(t.sizes))
         lines.append(
             f"{len(passed)} trial(s) passed before it ({', '.join(distributions)} inputs; "
             f"sizes {' / '.join(sizes)})"
@@ -454,7 +451,7 @@ def _trial_evidence(trials: list[Trial]) -> list[str]:
     last = trials[-1]
     if not last.passed:
         wrong = [o for o in last.outputs if not o.passed]
-        what = f"failing trial: seed {last.seed}, {last.distribution} inputs, sizes {_sizes(last.sizes)}"
+        what = f"failing trial: seed {last.seed}, {last.distribution} inputs, sizes {sizes_text(last.sizes)}"
         if wrong:
             what += ": " + "; ".join(
                 f"output {o.index} ({o.dtype} {o.shape}) rel-L2 {o.rel_l2_error:.3g} vs tolerance "

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kgen.evals.deferred_work import SyncCalibration
+from kgen.evals.problem import sizes_text
 
 
 class Measurement(BaseModel):
@@ -167,4 +168,4 @@ class BenchResult(BaseModel):
 
 
 def _sizes(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "its default sizes"
+    return sizes_text(sizes) or "its default sizes"

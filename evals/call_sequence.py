@@ -29,6 +29,10 @@ the reference module does not make in the same call is ``state_mutation``. An
 output that shares storage with an argument is ``output_aliases_input`` unless
 the reference's does too. After the last call every earlier output is checked
 again, bit for bit: a later call that overwrote it is ``stale_output``.
+
+Then the cache probe (:func:`run_cache_probe`), at the full sizes: new values written into
+the very buffers of a call's inputs must give new outputs (``stale_output``: a cache keyed on
+the inputs' addresses).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from kgen.evals.compare import ComparisonFailure, check_structure, compare_outpu
 from kgen.evals.kept_outputs import KeptOutputs
 from kgen.evals.layout import copy_inputs
 from kgen.evals.module_state import changed_state, rerandomise, state_fingerprint, transfer_weights
+from kgen.evals.problem import sizes_text
 from kgen.evals.result import Rejected, RejectionClass
 
 #: The clock shifts of calls 2 and 3: ten minutes (past "some minutes after import") and a day.
@@ -106,7 +111,7 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
     """The six calls above; raises the evaluation's ``Rejected`` on the first fault."""
 
     result = SequenceResult()
-    reference, candidate = evaluation._models(problem, seed)
+    reference, candidate = evaluation.models(problem, seed)
     transferred = evaluation.transfer is not None and evaluation.transfer.transferred
     result.weights = evaluation.transfer.how if transferred else "none"
     globals_of = evaluation.module
@@ -116,9 +121,9 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
     # outputs themselves all held only where the device has room
     pristine = evaluation.memory.reference_device(problem.sizes)
     kept = KeptOutputs(torch.device("cpu"), hold_all=pristine == evaluation.device)
-    sizes = ", ".join(f"{k}={v}" for k, v in problem.sizes.items())
+    sizes = sizes_text(problem.sizes)
 
-    inputs = evaluation._inputs(problem, seed, "normal")
+    inputs = evaluation.inputs_for(problem, seed, "normal")
     args: list[Any] = []
     steps = ("plain", "clock_minutes", "clock_day", "weights", "partial", "in_place")
     for step, name in enumerate(steps, start=1):
@@ -126,7 +131,7 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
             args = []  # the last call's buffers: only the in-place call uses them again
         if name in ("clock_minutes", "clock_day", "weights"):
             del inputs  # freed before the next set is drawn: full-size inputs can be gigabytes
-            inputs = evaluation._inputs(problem, seed + step, "normal")
+            inputs = evaluation.inputs_for(problem, seed + step, "normal")
         if name == "weights" and transferred:
             rerandomise(reference, torch.Generator().manual_seed(seed + 7))
             transfer_weights(reference, candidate)
@@ -146,7 +151,7 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
         if mutated:
             raise Rejected(RejectionClass.INPUT_MUTATION, f"forward changed input(s) {mutated} in place ({what})")
         ref_state = state_fingerprint(reference)
-        native, ref64 = evaluation._references(reference, saved)
+        native, ref64 = evaluation.references(reference, saved)
         reference_changes = bool(changed_state(ref_state, reference))
         try:
             check_structure(outputs, native)
@@ -159,7 +164,7 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
             if name.startswith("clock") and _wrong_without_the_clock(evaluation, candidate, saved, native, ref64, what):
                 name = "plain"  # wrong unwatched whatever the clock says: it tells watched calls apart
             raise Rejected(*_name(name, failure, what))
-        evaluation._check_aliases(aliased_outputs(outputs, args), what)
+        evaluation.check_aliases(aliased_outputs(outputs, args), what)
         changed = changed_state(before, candidate, globals_of)
         if changed and not reference_changes:
             raise Rejected(
@@ -182,6 +187,39 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
     return result
 
 
+def run_cache_probe(evaluation: Any, problem, seed: int) -> None:
+    """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
+    from kgen.evals.candidate_call import clone_value, same_outputs
+    from kgen.evals.compare import flatten_outputs
+
+    torch = evaluation.torch
+    what = f"cache probe, seed {seed}"
+    first = evaluation.inputs_for(problem, seed, "normal")
+    second = evaluation.inputs_for(problem, seed + 7919, "normal")
+    _, candidate = evaluation.models(problem, seed)
+    # judged before any call, so no copy of the first inputs is kept: they are what was drawn
+    inputs_differ = not same_outputs([x for x in first if isinstance(x, torch.Tensor)],
+                                     [x for x in second if isinstance(x, torch.Tensor)])
+    try:
+        with evaluation.guard, torch.no_grad():
+            out_first = [clone_value(o) for o in flatten_outputs(candidate(*first))]
+            for buffer, new in zip(first, second, strict=True):
+                if isinstance(buffer, torch.Tensor):
+                    buffer.copy_(new)
+            del second
+            out_second = flatten_outputs(candidate(*first))
+    except Exception as exc:  # noqa: BLE001 - untrusted code
+        evaluation.raise_guard_violation()
+        raise evaluation.runtime_error(exc, what) from exc
+    evaluation.raise_guard_violation()
+    if inputs_differ and same_outputs(out_first, out_second):
+        raise Rejected(
+            RejectionClass.STALE_OUTPUT,
+            "new values in the same input buffers returned the same output: outputs are cached across "
+            f"calls ({what})",
+        )
+
+
 def _plain_call(evaluation: Any, candidate: Any, args: list[Any], clock_shift: float | None, what: str) -> list[Any]:
     """The candidate called as a training loop calls it: gradients enabled, no instrumentation
     but the sandbox's audit hook (every watched trial runs under ``no_grad``, so a candidate
@@ -196,9 +234,9 @@ def _plain_call(evaluation: Any, candidate: Any, args: list[Any], clock_shift: f
             else:
                 outputs = flatten_outputs(candidate(*args))
     except Exception as exc:  # noqa: BLE001 - untrusted code
-        evaluation._raise_guard_violation()
-        raise evaluation._runtime_error(exc, what) from exc
-    evaluation._raise_guard_violation()
+        evaluation.raise_guard_violation()
+        raise evaluation.runtime_error(exc, what) from exc
+    evaluation.raise_guard_violation()
     if evaluation.device.type == "cuda":
         torch.cuda.synchronize(evaluation.device)
     return outputs

@@ -41,6 +41,7 @@ from kgen.evals.failure_diagnosis import (
 from kgen.evals.memory_plan import MemoryReport
 from kgen.evals.policies import Policies, Precision
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
+from kgen.evals.problem import sizes_text
 from kgen.evals.result import (
     Inconclusive,
     InconclusiveCause,
@@ -126,11 +127,12 @@ def _exception_line(exc: BaseException, candidate_path: str) -> str:
     return f"{type(exc).__name__}{where}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _sizes_text(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+class Evaluation:
+    """One candidate's verification in this process: the state every stage shares, and what
+    the stage modules (``call_sequence``, ``compile_pass``, ``failure_diagnosis``,
+    ``ghost_check``, ``poison``, ``timing_stage``) ask of it: inputs, models, references and
+    watched calls made the one way the trials make them."""
 
-
-class _Evaluation:
     def __init__(self, request: ChildRequest, report_path: Path):
         self.request = request
         self.report_path = report_path
@@ -246,17 +248,17 @@ class _Evaluation:
             with self.guard:
                 self.module = self.backend.load_candidate(self.candidate_path)
         except CandidateLoadError as exc:
-            self._raise_guard_violation()
+            self.raise_guard_violation()
             if exc.__cause__ is not None:
                 self._raise_if_interpreter_limit(exc.__cause__, "importing the candidate")
             raise Rejected(RejectionClass.LOAD_ERROR, str(exc)) from exc
-        self._raise_guard_violation()
+        self.raise_guard_violation()
         model_new = getattr(self.module, "ModelNew", None)
         if not isinstance(model_new, type):
             raise Rejected(RejectionClass.NO_MODEL_NEW, f"{self.candidate_path.name} defines no class ModelNew")
         self.stage("load", StageStatus.PASSED, "ModelNew found", started)
 
-    def _raise_guard_violation(self) -> None:
+    def raise_guard_violation(self) -> None:
         if self.guard.violations:
             v = self.guard.violations[0]
             raise Rejected(RejectionClass.SANDBOX_VIOLATION, f"the candidate tried a forbidden {v.action}: {v.detail}")
@@ -293,7 +295,8 @@ class _Evaluation:
         return plan
 
     def correctness(self) -> None:
-        from kgen.evals.call_sequence import run_call_sequence
+        from kgen.evals.call_sequence import run_cache_probe, run_call_sequence
+        from kgen.evals.ghost_check import run_ghost_check
 
         started = time.monotonic()
         self.worst = 0.0
@@ -311,15 +314,15 @@ class _Evaluation:
                 # A combined move the reference cannot run: each constant's move alone.
                 for alone in fallbacks.get(repr(sorted(sizes.items())), []):
                     self._run_trial(alone, distribution, seed, generated=True)
-        first = self._problem(self.request.size_sets[0])
-        behaviour = self._problem(self.behaviour_sizes)
+        first = self.problem_at(self.request.size_sets[0])
+        behaviour = self.problem_at(self.behaviour_sizes)
         if not self.request.reference_self_test:
-            self._ghost_check(behaviour, self.request.seeds[0])
+            run_ghost_check(self, behaviour, self.request.seeds[0])
         # The plain calls before the cache probe: both run uninstrumented, and a candidate that
         # is honest only while watched is then named for that, not for what its cheat looks like.
         sequence = run_call_sequence(self, behaviour, self.request.seeds[0] + 31337)
         # at the full sizes always: it needs no reference, and a cache keyed by size is caught there
-        self._cache_probe(first, self.request.seeds[-1])
+        run_cache_probe(self, first, self.request.seeds[-1])
         self.stage(
             "correctness",
             StageStatus.PASSED,
@@ -336,7 +339,7 @@ class _Evaluation:
             call_sequence=sequence.model_dump(),
         )
 
-    def _problem(self, sizes: dict[str, int]):
+    def problem_at(self, sizes: dict[str, int]):
         from kgen.evals.problem import load_problem
 
         key = repr(sorted(sizes.items()))
@@ -349,25 +352,25 @@ class _Evaluation:
         from kgen.evals.problem import ProblemError
 
         try:
-            problem = self._problem(sizes)
-            trial = self._trial(problem, seed, distribution, generated=generated)
+            problem = self.problem_at(sizes)
+            trial = self.trial(problem, seed, distribution, generated=generated)
         except ProblemError as exc:
             if not generated:
                 raise
-            self.report.skipped.append(f"sizes {_sizes_text(sizes)}: the problem cannot be built at them ({exc})")
+            self.report.skipped.append(f"sizes {sizes_text(sizes)}: the problem cannot be built at them ({exc})")
             return True
         except SkipTrial as exc:
             self.report.skipped.append(str(exc))
             return True
         except Rejected as exc:
             if exc.rejection is RejectionClass.MISMATCH and distribution not in PROBE_DISTRIBUTIONS:
-                probe_precision(self, self._problem(sizes), seed, exc)
+                probe_precision(self, self.problem_at(sizes), seed, exc)
             first = self.request.size_sets[0]
             if (exc.rejection in (RejectionClass.RUNTIME_ERROR, RejectionClass.CONSTRUCTION_ERROR)
                     and sizes != first and "normal" in self.passed_distributions):
                 raise Rejected(
                     RejectionClass.SHAPE_SPECIALISATION,
-                    f"right at sizes {_sizes_text(first)}, but at sizes {_sizes_text(sizes)} {exc}",
+                    f"right at sizes {sizes_text(first)}, but at sizes {sizes_text(sizes)} {exc}",
                 ) from exc
             raise
         self.worst = max([self.worst, *(o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300) for o in trial.outputs)])
@@ -375,7 +378,7 @@ class _Evaluation:
         self.memory.free_between_trials()
         return False
 
-    def _to_device(self, value: Any, upcast: bool = False, device: Any = None) -> Any:
+    def to_device(self, value: Any, upcast: bool = False, device: Any = None) -> Any:
         torch = self.torch
         if isinstance(value, torch.Tensor):
             value = value.to(self.device if device is None else device)
@@ -383,7 +386,7 @@ class _Evaluation:
                 value = value.to(torch.float64)
         return value
 
-    def _inputs(self, problem, seed: int, distribution: str) -> list[Any]:
+    def inputs_for(self, problem, seed: int, distribution: str) -> list[Any]:
         """The trial's inputs on the device, laid out exactly as ``get_inputs()`` laid them out."""
         from kgen.evals.input_distributions import apply_distribution, distribution_generator
         from kgen.evals.layout import copy_inputs
@@ -404,7 +407,7 @@ class _Evaluation:
         inputs = apply_distribution(distribution, problem.get_inputs(), distribution_generator(seed, distribution))
         return copy_inputs(inputs, self.device)
 
-    def _models(self, problem, seed: int, fresh_weights: bool = True):
+    def models(self, problem, seed: int, fresh_weights: bool = True):
         """The reference and the candidate, built from one seed; with ``fresh_weights`` the
         reference's state is re-drawn and loaded into the candidate (``module_state``)."""
         from kgen.evals.module_state import WeightTransfer, rerandomise, transfer_weights
@@ -419,7 +422,7 @@ class _Evaluation:
             with self.guard:
                 candidate = self.module.ModelNew(*init)
         except Exception as exc:  # noqa: BLE001 - untrusted code
-            self._raise_guard_violation()
+            self.raise_guard_violation()
             self._raise_if_interpreter_limit(exc, "ModelNew(*init_inputs)")
             raise Rejected(
                 RejectionClass.CONSTRUCTION_ERROR,
@@ -439,7 +442,7 @@ class _Evaluation:
                 reference.load_state_dict(original)
         return reference, candidate
 
-    def _references(self, reference, inputs: list[Any]) -> tuple[list[Any], list[Any]]:
+    def references(self, reference, inputs: list[Any]) -> tuple[list[Any], list[Any]]:
         """The reference's outputs in the problem's own dtypes and in fp64; ``self.reference_aliases``
         names the outputs that share storage with an input (a view the candidate may return too)."""
         from kgen.evals.candidate_call import aliased_outputs
@@ -457,13 +460,13 @@ class _Evaluation:
             self.reference_aliases = set(aliased_outputs(native, args))
             del args
             ref64 = flatten_outputs(
-                copy.deepcopy(model).double()(*[self._to_device(x, upcast=True, device=where) for x in inputs])
+                copy.deepcopy(model).double()(*[self.to_device(x, upcast=True, device=where) for x in inputs])
             )
             if on_host:
                 reference.load_state_dict(model.state_dict())
         return native, ref64
 
-    def _runtime_error(self, exc: BaseException, what: str) -> Rejected:
+    def runtime_error(self, exc: BaseException, what: str) -> Rejected:
         """The rejection for an exception the candidate raised; raises ``Inconclusive`` instead
         when it is the CPU interpreter, not the kernel, that cannot go on."""
         self._raise_if_interpreter_limit(exc, what)
@@ -500,7 +503,7 @@ class _Evaluation:
                 f"needs a GPU: {limit} ({_exception_line(exc, self.request.candidate_path)}; {what})",
             ) from exc
 
-    def _call(self, candidate, inputs, poison_like, what: str, execute: bool = True, aliases: bool = True):
+    def call(self, candidate, inputs, poison_like, what: str, execute: bool = True, aliases: bool = True):
         from kgen.evals.candidate_call import call_candidate
 
         self._held_before_call = self.memory.held_bytes()
@@ -508,9 +511,9 @@ class _Evaluation:
             candidate, inputs, self.backend, self.guard, self.device, poison_like, execute_kernels=execute,
             policies=self.request.policies, pristine_device=self.memory.reference_device(self.sizes_now),
         )
-        self._raise_guard_violation()
+        self.raise_guard_violation()
         if evidence.error is not None:
-            raise self._runtime_error(evidence.error, what)
+            raise self.runtime_error(evidence.error, what)
         if self.request.reference_self_test:
             evidence.compute_ops, evidence.host_reads = {}, 0
         elif execute and not evidence.launches:
@@ -542,10 +545,10 @@ class _Evaluation:
                 f"wrote past the end of a buffer it allocated: {'; '.join(evidence.overruns)} ({what})",
             )
         if aliases and execute:
-            self._check_aliases(evidence.aliased_outputs, what)
+            self.check_aliases(evidence.aliased_outputs, what)
         return evidence
 
-    def _check_aliases(self, aliased: dict[int, int], what: str) -> None:
+    def check_aliases(self, aliased: dict[int, int], what: str) -> None:
         own = {i: j for i, j in aliased.items() if i not in self.reference_aliases}
         if own:
             i, j = next(iter(own.items()))
@@ -555,7 +558,7 @@ class _Evaluation:
                 f"that writes to one corrupts the other ({what})",
             )
 
-    def _trial(self, problem, seed: int, distribution: str, generated: bool = False) -> Trial:
+    def trial(self, problem, seed: int, distribution: str, generated: bool = False) -> Trial:
         from kgen.evals.compare import (
             ComparisonFailure,
             check_structure,
@@ -563,22 +566,23 @@ class _Evaluation:
             failure_of,
         )
         from kgen.evals.input_distributions import SELF_CHECKED, representable
+        from kgen.evals.poison import check_unwritten
 
         started = time.monotonic()
-        what = f"seed {seed}, {distribution} inputs, sizes {_sizes_text(problem.sizes)}"
-        inputs = self._inputs(problem, seed, distribution)
-        reference, candidate = self._models(problem, seed)
+        what = f"seed {seed}, {distribution} inputs, sizes {sizes_text(problem.sizes)}"
+        inputs = self.inputs_for(problem, seed, distribution)
+        reference, candidate = self.models(problem, seed)
         if generated:
             try:
-                self._references(reference, inputs)
+                self.references(reference, inputs)
             except Exception as exc:  # noqa: BLE001 - the problem's own limits, not the candidate's
                 raise SkipTrial(f"{what}: the reference cannot run these made-up sizes ({type(exc).__name__}: {exc})") from exc
         trial = Trial(seed=seed, sizes=problem.sizes, distribution=distribution)
         self.report.trials.append(trial)
         self.save()  # if the candidate kills the process now, the parent knows where
         # The candidate runs before the reference: no reference output can be lying in freed memory.
-        before = self._call(candidate, inputs, self.previous_outputs, what + ", before the reference", aliases=False)
-        native, ref64 = self._references(reference, inputs)
+        before = self.call(candidate, inputs, self.previous_outputs, what + ", before the reference", aliases=False)
+        native, ref64 = self.references(reference, inputs)
         unrepresentable = [i for i, (r64, rn) in enumerate(zip(ref64, native, strict=True)) if not representable(r64, rn.dtype)]
         if not unrepresentable and (distribution in SELF_CHECKED or generated):
             # A distribution or made-up size set that changes the problem's conditioning (a norm
@@ -595,8 +599,8 @@ class _Evaluation:
                 "these inputs (the problem's own reference misses it too)"
             )
         # Judged now that the reference's own aliases (a view it returns) are known.
-        self._check_aliases(before.aliased_outputs, what + ", before the reference")
-        after = self._call(candidate, inputs, native, what + ", after the reference")
+        self.check_aliases(before.aliased_outputs, what + ", before the reference")
+        after = self.call(candidate, inputs, native, what + ", after the reference")
         shared = [
             i for i, (a, b) in enumerate(zip(before.outputs, after.outputs, strict=False))
             if isinstance(a, self.torch.Tensor) and isinstance(b, self.torch.Tensor) and a.numel()
@@ -616,7 +620,7 @@ class _Evaluation:
                 check_structure(outputs, native)
             except ComparisonFailure as exc:
                 raise Rejected(exc.rejection, f"{exc} ({what})") from exc
-            self._check_unwritten(outputs, trial, what)
+            check_unwritten(self, outputs, trial, what)
             trial.outputs = [
                 compare_output(i, out, r64, rn, precision=self.precision)
                 for i, (out, r64, rn) in enumerate(zip(outputs, ref64, native, strict=True))
@@ -637,117 +641,6 @@ class _Evaluation:
         self.previous_outputs = [o.to(pristine) if isinstance(o, self.torch.Tensor) else o for o in after.outputs]
         self.save()
         return trial
-
-    def _check_unwritten(self, outputs: list[Any], trial: Trial, what: str) -> None:
-        from kgen.evals.poison import poisoned_count
-
-        for i, out in enumerate(outputs):
-            left = poisoned_count(out)
-            if left and trial.sizes != self.request.size_sets[0] and "normal" in self.passed_distributions:
-                raise Rejected(
-                    RejectionClass.SHAPE_SPECIALISATION,
-                    f"right at sizes {_sizes_text(self.request.size_sets[0])}, but at other sizes {left} of "
-                    f"{out.numel()} elements of output {i} were never written ({what})",
-                )
-            if left == out.numel() and left:
-                raise Rejected(
-                    RejectionClass.UNWRITTEN_OUTPUT,
-                    f"output {i} was never written: all {left} elements still hold the poison kgen put in "
-                    f"fresh memory ({what})",
-                )
-            if left:
-                raise Rejected(
-                    RejectionClass.PARTIAL_OUTPUT,
-                    f"output {i}: {left} of {out.numel()} elements ({left / out.numel():.1%}) were never written "
-                    f"(still poison): the launch grid misses part of the output ({what})",
-                )
-
-    def _ghost_check(self, problem, seed: int) -> None:
-        """With its kernel launches switched off, a real candidate's output must change, and
-        torch's allowed ops (copies, fills, slice assignment) may not write most of it.
-
-        Switched off, each launch poisons what it was handed instead of running; an output
-        element that still equals the real output, and changes with the inputs, was put
-        there by torch. Two input sets tell input data from constants (a zero-filled
-        triangle a kernel never needs to touch)."""
-        from kgen.evals.candidate_call import same_outputs
-        from kgen.evals.ghost_check import (
-            MAX_TORCH_WRITTEN_SHARE,
-            call_ghost,
-            handed_finished_output,
-            torch_written_share,
-        )
-
-        what = f"ghost check, seed {seed}"
-        runs = []
-        # the first run's outputs wait for the second beside the reference (on the host when the
-        # device has no room for it); each run's inputs, copies and handed tensors go before the next
-        keep = self.memory.reference_device(problem.sizes)
-        for k, run_seed in enumerate((seed, seed + 7907)):
-            inputs = real = ghost = handed = None
-            self.memory.free_between_trials()
-            inputs = self._inputs(problem, run_seed, "normal")
-            reference, candidate = self._models(problem, seed)
-            real = self._call(candidate, inputs, self.previous_outputs, what)
-            ghost, handed = call_ghost(self, candidate, inputs, real.outputs)
-            if ghost is None:
-                return  # the forward cannot even finish without its kernels: they matter
-            finished = handed_finished_output(handed, real.outputs)
-            if finished is not None:
-                raise Rejected(
-                    RejectionClass.NOT_A_KERNEL,
-                    f"a kernel was handed output {finished} already computed by torch's copies and casts "
-                    f"(a transpose laundered through .to()/clone(), say): it only moves the answer ({what})",
-                )
-            if k == 0 and same_outputs(ghost, real.outputs):
-                raise Rejected(
-                    RejectionClass.NOT_A_KERNEL,
-                    "the output is the same with every kernel launch switched off: the kernels do not compute it "
-                    f"({what})",
-                )
-            runs.append(([self._to_device(o, device=keep) for o in real.outputs],
-                         [self._to_device(g, device=keep) for g in ghost]))
-        # An output the reference itself returns as a view of an input is torch's by definition.
-        share, index = torch_written_share(runs[0], runs[1], exempt=self.reference_aliases)
-        if share > MAX_TORCH_WRITTEN_SHARE:
-            raise Rejected(
-                RejectionClass.NOT_A_KERNEL,
-                f"{share:.0%} of output {index} is input data written by torch's copies, fills or slice "
-                f"assignments with every kernel switched off (at most {MAX_TORCH_WRITTEN_SHARE:.0%} may be): "
-                f"torch does the work, not the kernels ({what})",
-            )
-
-    def _cache_probe(self, problem, seed: int) -> None:
-        """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
-        from kgen.evals.candidate_call import clone_value, same_outputs
-        from kgen.evals.compare import flatten_outputs
-
-        torch = self.torch
-        what = f"cache probe, seed {seed}"
-        first = self._inputs(problem, seed, "normal")
-        second = self._inputs(problem, seed + 7919, "normal")
-        _, candidate = self._models(problem, seed)
-        # judged before any call, so no copy of the first inputs is kept: they are what was drawn
-        inputs_differ = not same_outputs([x for x in first if isinstance(x, torch.Tensor)],
-                                         [x for x in second if isinstance(x, torch.Tensor)])
-        try:
-            with self.guard, torch.no_grad():
-                out_first = [clone_value(o) for o in flatten_outputs(candidate(*first))]
-                for buffer, new in zip(first, second, strict=True):
-                    if isinstance(buffer, torch.Tensor):
-                        buffer.copy_(new)
-                del second
-                out_second = flatten_outputs(candidate(*first))
-        except Exception as exc:  # noqa: BLE001 - untrusted code
-            self._raise_guard_violation()
-            raise self._runtime_error(exc, what) from exc
-        self._raise_guard_violation()
-        if inputs_differ and same_outputs(out_first, out_second):
-            raise Rejected(
-                RejectionClass.STALE_OUTPUT,
-                "new values in the same input buffers returned the same output: outputs are cached across "
-                f"calls ({what})",
-            )
 
     # -- compile and training -----------------------------------------------------------
     def compile(self) -> None:
@@ -772,7 +665,7 @@ class _Evaluation:
         self.stage(
             "compile",
             StageStatus.PASSED,
-            f"{len(self.report.kernels)} kernel build(s) for {', '.join(names)} at sizes {_sizes_text(sizes)}"
+            f"{len(self.report.kernels)} kernel build(s) for {', '.join(names)} at sizes {sizes_text(sizes)}"
             + (f"; does not compile for {'; '.join(misfits)}" if misfits else ""),
             started,
         )
@@ -815,7 +708,7 @@ class _Evaluation:
         info = read_problem(self.request.problem_path)
         with self.guard:
             result = run_train_check(info, self.module.ModelNew, self.device, seed=self.request.seeds[0])
-        self._raise_guard_violation()
+        self.raise_guard_violation()
         self.report.train_check = result.model_dump()
         if not result.applicable:
             self.stage("train_check", StageStatus.SKIPPED, result.message, started)
@@ -845,7 +738,7 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
     from kgen.backends.registry import backend_info
     from kgen.evals.compile_pass import compiled_not_run
 
-    evaluation = _Evaluation(request, report_path)
+    evaluation = Evaluation(request, report_path)
     steps = (
         evaluation.static, evaluation.load, evaluation.correctness, evaluation.compile, evaluation.train,
         evaluation.timing,

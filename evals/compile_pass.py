@@ -35,13 +35,13 @@ def call_for_compilation(evaluation: Any, sizes: dict[str, int], targets: list[H
     """One ``forward`` at ``sizes`` with kernels switched off and each call compiled for
     ``targets``; the number of launches it made. Rejects what the call itself shows."""
     seed = evaluation.request.seeds[0]
-    problem = evaluation._problem(sizes)
-    inputs = evaluation._inputs(problem, seed, "normal")
-    _, candidate = evaluation._models(problem, seed)
+    problem = evaluation.problem_at(sizes)
+    inputs = evaluation.inputs_for(problem, seed, "normal")
+    _, candidate = evaluation.models(problem, seed)
     what = f"compiled at sizes {', '.join(f'{k}={v}' for k, v in sizes.items())}"
     with evaluation.backend.compile_during_calls(targets):
         try:
-            evidence = evaluation._call(candidate, inputs, [], what, execute=False, aliases=False)
+            evidence = evaluation.call(candidate, inputs, [], what, execute=False, aliases=False)
         except Rejected as exc:
             cause = exc.__cause__
             text = evaluation.backend.compile_error(cause) if cause is not None else None

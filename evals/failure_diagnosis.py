@@ -15,11 +15,8 @@ import copy
 from typing import Any
 
 from kgen.evals.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
+from kgen.evals.problem import sizes_text
 from kgen.evals.result import Rejected, RejectionClass, SkipTrial, Trial
-
-
-def _sizes_text(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
 
 
 def explain(ev, failure, trial: Trial, outputs, ref64, reference, inputs):
@@ -64,7 +61,7 @@ def ill_conditioned(ev, reference, inputs, native, ref64) -> list[int]:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             noise = (torch.rand(x.shape, generator=generator, dtype=torch.float64) * 2 - 1).to(x.device)
             x = x.detach().to(torch.float64) * (1 + noise * 2.0**-24)
-        nudged.append(ev._to_device(x, upcast=True))
+        nudged.append(ev.to_device(x, upcast=True))
     with torch.no_grad():
         moved = flatten_outputs(copy.deepcopy(reference).double()(*nudged))
     return [
@@ -122,14 +119,14 @@ def plain_call_matches(
     from kgen.evals.compare import compare_output, failure_of, flatten_outputs
     from kgen.evals.layout import copy_inputs
 
-    reference, candidate = ev._models(problem, seed, fresh_weights=fresh_weights)
+    reference, candidate = ev.models(problem, seed, fresh_weights=fresh_weights)
     if not fresh_weights:
-        _, ref64 = ev._references(reference, inputs)
+        _, ref64 = ev.references(reference, inputs)
     if reference_mode == "eval":
         if not reference.training:
             return False
         evaluated = copy.deepcopy(reference).eval()
-        _, eval64 = ev._references(evaluated, inputs)
+        _, eval64 = ev.references(evaluated, inputs)
         if failure_of([compare_output(i, e, r) for i, (e, r) in enumerate(zip(eval64, ref64, strict=True))]) is None:
             return False  # the mode changes nothing here: no diagnosis in it
         ref64 = eval64
@@ -158,7 +155,7 @@ def probe_precision(ev, problem, seed: int, failure: Rejected) -> None:
     probes = [d for d in distributions_for(problem.info, problem.get_inputs()) if d in PROBE_DISTRIBUTIONS]
     for probe in probes:
         try:
-            ev._trial(problem, seed, probe)  # a failure records its error ratio
+            ev.trial(problem, seed, probe)  # a failure records its error ratio
         except (Rejected, SkipTrial):
             continue
     if fits_low_precision_accumulation(dict(ev.failed_distributions), set(ev.passed_distributions)):
@@ -199,7 +196,7 @@ def name_failure(ev, failure, trial: Trial, outputs: list[Any], what: str) -> tu
     if trial.sizes != ev.request.size_sets[0] and normal_passed:
         return (
             RejectionClass.SHAPE_SPECIALISATION,
-            f"right at sizes {_sizes_text(ev.request.size_sets[0])}, wrong at other sizes: {detail}",
+            f"right at sizes {sizes_text(ev.request.size_sets[0])}, wrong at other sizes: {detail}",
         )
     if trial.seed != ev.request.seeds[0] and normal_passed:
         return RejectionClass.SHAPE_SPECIALISATION, f"right for seed {ev.request.seeds[0]}, wrong for another: {detail}"

@@ -12,9 +12,61 @@ from __future__ import annotations
 
 from typing import Any
 
+from kgen.evals.result import Rejected, RejectionClass
+
 #: Share of an output that torch's allowed ops may write with the kernels off (glue such as a
 #: pass-through half of a partial rotary embedding); more means torch computes the output.
 MAX_TORCH_WRITTEN_SHARE = 0.5
+
+
+def run_ghost_check(evaluation: Any, problem, seed: int) -> None:
+    """With its kernel launches switched off, a real candidate's output must change, and
+    torch's allowed ops (copies, fills, slice assignment) may not write most of it.
+
+    Switched off, each launch poisons what it was handed instead of running; an output
+    element that still equals the real output, and changes with the inputs, was put
+    there by torch. Two input sets tell input data from constants (a zero-filled
+    triangle a kernel never needs to touch)."""
+    from kgen.evals.candidate_call import same_outputs
+
+    what = f"ghost check, seed {seed}"
+    runs = []
+    # the first run's outputs wait for the second beside the reference (on the host when the
+    # device has no room for it); each run's inputs, copies and handed tensors go before the next
+    keep = evaluation.memory.reference_device(problem.sizes)
+    for k, run_seed in enumerate((seed, seed + 7907)):
+        inputs = real = ghost = handed = None
+        evaluation.memory.free_between_trials()
+        inputs = evaluation.inputs_for(problem, run_seed, "normal")
+        reference, candidate = evaluation.models(problem, seed)
+        real = evaluation.call(candidate, inputs, evaluation.previous_outputs, what)
+        ghost, handed = call_ghost(evaluation, candidate, inputs, real.outputs)
+        if ghost is None:
+            return  # the forward cannot even finish without its kernels: they matter
+        finished = handed_finished_output(handed, real.outputs)
+        if finished is not None:
+            raise Rejected(
+                RejectionClass.NOT_A_KERNEL,
+                f"a kernel was handed output {finished} already computed by torch's copies and casts "
+                f"(a transpose laundered through .to()/clone(), say): it only moves the answer ({what})",
+            )
+        if k == 0 and same_outputs(ghost, real.outputs):
+            raise Rejected(
+                RejectionClass.NOT_A_KERNEL,
+                "the output is the same with every kernel launch switched off: the kernels do not compute it "
+                f"({what})",
+            )
+        runs.append(([evaluation.to_device(o, device=keep) for o in real.outputs],
+                     [evaluation.to_device(g, device=keep) for g in ghost]))
+    # An output the reference itself returns as a view of an input is torch's by definition.
+    share, index = torch_written_share(runs[0], runs[1], exempt=evaluation.reference_aliases)
+    if share > MAX_TORCH_WRITTEN_SHARE:
+        raise Rejected(
+            RejectionClass.NOT_A_KERNEL,
+            f"{share:.0%} of output {index} is input data written by torch's copies, fills or slice "
+            f"assignments with every kernel switched off (at most {MAX_TORCH_WRITTEN_SHARE:.0%} may be): "
+            f"torch does the work, not the kernels ({what})",
+        )
 
 
 def call_ghost(evaluation: Any, candidate, inputs, real_outputs) -> tuple[list[Any] | None, list[Any]]:
@@ -26,7 +78,7 @@ def call_ghost(evaluation: Any, candidate, inputs, real_outputs) -> tuple[list[A
     evidence = call_candidate(
         candidate, inputs, evaluation.backend, evaluation.guard, evaluation.device, real_outputs, execute_kernels=False
     )
-    evaluation._raise_guard_violation()
+    evaluation.raise_guard_violation()
     if evidence.error is not None or len(evidence.outputs) != len(real_outputs):
         return None, []
     return evidence.outputs, evidence.handed_to_kernels

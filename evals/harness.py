@@ -24,7 +24,7 @@ from kgen.evals import worker_pool
 from kgen.evals.catalog import UnknownProblemError, resolve_problem
 from kgen.evals.child import HEARTBEAT_FILE, STAGES, TIMING_ONLY_STAGES, ChildReport, ChildRequest
 from kgen.evals.policies import PolicyError
-from kgen.evals.problem import ProblemError, ProblemInfo, consistent_sizes
+from kgen.evals.problem import ProblemError, ProblemInfo, consistent_sizes, sizes_text
 from kgen.evals.process_lifecycle import install_signal_handlers
 from kgen.evals.result import (
     EvalResult,
@@ -355,8 +355,8 @@ def _apply_outcome(
         if trials and trials[0].passed and not trials[-1].passed and trials[-1].sizes != trials[0].sizes:
             # Right at the first sizes, killed at others: an out-of-bounds launch sized for one shape.
             result.rejection = RejectionClass.SHAPE_SPECIALISATION
-            sizes = ", ".join(f"{k}={v}" for k, v in trials[-1].sizes.items())
-            result.reason = f"passed at the first sizes, then {result.reason.removeprefix('the ')} at sizes {sizes}"
+            result.reason = (f"passed at the first sizes, then {result.reason.removeprefix('the ')} at sizes "
+                             f"{sizes_text(trials[-1].sizes)}")
     result.stages.append(
         StageResult(
             name=stage,

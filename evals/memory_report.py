@@ -26,11 +26,12 @@ from kgen.evals.memory_plan import (
     choose_placement,
     plan_memory,
 )
+from kgen.evals.problem import sizes_text
 from kgen.evals.result import Inconclusive, InconclusiveCause
 
 
 def _sizes_key(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "default sizes"
+    return sizes_text(sizes) or "default sizes"
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

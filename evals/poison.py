@@ -36,8 +36,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+
+from kgen.evals.problem import sizes_text
+from kgen.evals.result import Rejected, RejectionClass, Trial
 
 #: Quiet-NaN payloads (exponent all ones, quiet bit set, so copies through
 #: numpy or registers keep the bits) that no arithmetic produces.
@@ -210,3 +214,28 @@ def poison_allocator(like: Sequence[torch.Tensor], device: torch.device) -> None
               for _ in range(1 if t.numel() * t.element_size() > LARGE_POISON_BYTES else 2)]
     torch.cuda.synchronize(device)
     del blocks
+
+
+def check_unwritten(evaluation: Any, outputs: list[Any], trial: Trial, what: str) -> None:
+    """Poison left in an output names what the kernel never wrote: all of it, part of it, or
+    part of it only at sizes other than the first (a grid sized for one shape)."""
+    for i, out in enumerate(outputs):
+        left = poisoned_count(out)
+        if left and trial.sizes != evaluation.request.size_sets[0] and "normal" in evaluation.passed_distributions:
+            raise Rejected(
+                RejectionClass.SHAPE_SPECIALISATION,
+                f"right at sizes {sizes_text(evaluation.request.size_sets[0])}, but at other sizes {left} of "
+                f"{out.numel()} elements of output {i} were never written ({what})",
+            )
+        if left == out.numel() and left:
+            raise Rejected(
+                RejectionClass.UNWRITTEN_OUTPUT,
+                f"output {i} was never written: all {left} elements still hold the poison kgen put in "
+                f"fresh memory ({what})",
+            )
+        if left:
+            raise Rejected(
+                RejectionClass.PARTIAL_OUTPUT,
+                f"output {i}: {left} of {out.numel()} elements ({left / out.numel():.1%}) were never written "
+                f"(still poison): the launch grid misses part of the output ({what})",
+            )

@@ -104,6 +104,11 @@ class ProblemInfo(BaseModel):
         return consistent_sizes(self.path, rebound)
 
 
+def sizes_text(sizes: Mapping[str, int]) -> str:
+    """How a set of sizes reads in kgen's messages and reports: ``batch_size=16, dim=4096``."""
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
 def halved_to_cap(value: int, cap: int = CPU_SIZE_CAP) -> int:
     """``value`` halved until it is at most ``cap`` (a power-of-two factor keeps divisibility)."""
     while value > cap:

@@ -120,8 +120,8 @@ def run_timing(ev) -> None:
     # device to hold its reference is gigabytes per input, far past any L2: one set is enough.
     big = ev.memory.placement(sizes) is ReferencePlacement.HOST
     phases.lap("setup")  # the problem at the timing sizes and its memory plan
-    input_sets = [ev._inputs(problem, seed + 1000 + i, "normal") for i in range(1 if big else TIMING_INPUT_SETS)]
-    reference, candidate = ev._models(problem, seed)
+    input_sets = [ev.inputs_for(problem, seed + 1000 + i, "normal") for i in range(1 if big else TIMING_INPUT_SETS)]
+    reference, candidate = ev.models(problem, seed)
     last: dict[str, Any] = {}
 
     def timed_candidate(*args: Any) -> Any:
@@ -147,12 +147,12 @@ def run_timing(ev) -> None:
         phases.lap("calibration")
         with ev.guard:
             result = time_on_gpu(timed_candidate, input_sets, budget_s=2.0, calibration=calibration)
-        ev._raise_guard_violation()
+        ev.raise_guard_violation()
         phases.lap("candidate")
         measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
         # The outputs of a timed call are checked again: no switching behaviour once timing starts.
         index = next(i for i, s in enumerate(input_sets) if s[0] is last["args"][0])
-        _, ref64 = ev._references(reference, input_sets[index])
+        _, ref64 = ev.references(reference, input_sets[index])
         outputs = [o.clone() for o in flatten_outputs(last["out"])]
         comparisons = [
             compare_output(i, o, r, precision=ev.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
