@@ -17,11 +17,17 @@ that way ran forever.
   (one registered after it is killed at once), and :func:`raise_if_ending` raises it again
   where kgen is about to start more work. Python would print the swallowed exception as
   "Exception ignored ... Traceback"; that is kgen's own stop going on as designed, not an
-  error, so the unraisable hook leaves it unprinted. One such place is known and avoided: a
-  signal that lands while a child process is being started (seen in CI: in logging's
-  after-fork hook, entered but not run, so logging's lock stayed taken) is not raised there;
-  the child, registered after the signal, is killed at once, and the exception comes at the
-  next checkpoint.
+  error, so the unraisable hook leaves it unprinted. Two places where raising does harm are
+  known and avoided (the exception then comes at the next checkpoint):
+
+  - a child process being started (seen in CI: the handler ran at the entry of logging's
+    after-fork hook, so the hook never ran and logging's lock stayed taken); the child,
+    registered after the signal, is killed at once;
+  - code run by ``exec`` or ``eval`` of a string (seen in about one Ctrl-C in four during
+    an evaluation: dataclasses builds methods that way while torch imports a module). A
+    KeyboardInterrupt that leaves such code marks the process as ended by an unhandled
+    Ctrl-C, and CPython then kills it with SIGINT at exit, whatever exit code kgen asked
+    for, after kgen had handled the interrupt and said how to resume.
 * **Parent-death signal** (child side, Linux): ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` between
   fork and exec, so even ``kill -KILL`` on kgen, where no handler runs, takes the child down.
 * **Watchdog** (child side, any OS): a daemon thread polls the parent pid and kills the
@@ -132,17 +138,18 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     if signum != signal.SIGINT:
         sys.stderr.write(f"kgen: stopped by {name}\n")
         sys.stderr.flush()
-    if _starting_a_process(frame):
-        return  # raised at the next checkpoint: the sandbox asks once the child it started is killed
+    if _harmful_to_raise_in(frame):
+        return  # raised at the next checkpoint (the sandbox asks once the child it started is killed)
     _raise_for(signum)
 
 
-def _starting_a_process(frame: FrameType | None) -> bool:
-    """The signal landed inside ``Popen``'s start of a child: in the after-fork hooks Python
-    runs there, an exception is dropped and the hook left half done."""
+def _harmful_to_raise_in(frame: FrameType | None) -> bool:
+    """The signal landed inside ``Popen``'s start of a child, or inside code run from a
+    string by ``exec`` / ``eval`` (the module docstring says what raising does there)."""
     start = subprocess.Popen._execute_child.__code__
     while frame is not None:
-        if frame.f_code is start:
+        code = frame.f_code
+        if code is start or (code.co_filename == "<string>" and code.co_name == "<module>"):
             return True
         frame = frame.f_back
     return False

@@ -371,3 +371,26 @@ def test_a_signal_while_a_verifier_starts_is_raised_once_it_is_killed_not_droppe
                           env=env, timeout=120)
     assert done.stdout.splitlines() == ["interrupted dropped: [] live: {} quick: True"], done
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_signal_in_code_run_from_a_string_is_raised_at_the_next_checkpoint(tmp_path):
+    """exec() of a string (dataclasses and namedtuple build their methods so, during imports): a
+    KeyboardInterrupt that leaves such code makes CPython end the process by SIGINT at exit,
+    whatever exit code follows, so kgen's handler leaves it for the next checkpoint."""
+    script = tmp_path / "in_exec.py"
+    script.write_text(
+        "import sys\n"
+        "from kgen.evals.process_lifecycle import install_signal_handlers, raise_if_ending\n"
+        "install_signal_handlers()\n"
+        "exec('import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(100000):\\n    pass\\n'\n"
+        "     'print(\"the string ran to its end\", flush=True)\\n')\n"
+        "try:\n"
+        "    raise_if_ending()\n"
+        "except KeyboardInterrupt:\n"
+        "    print('raised at the checkpoint', flush=True)\n"
+        "    sys.exit(130)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.splitlines() == ["the string ran to its end", "raised at the checkpoint"], done
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
