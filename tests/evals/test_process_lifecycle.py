@@ -61,6 +61,14 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _run_script(script: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """A Python script in a process of its own, with this checkout importable: an ending signal
+    is remembered for the rest of a process, so each case gets a fresh one."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
 def _start_kgen_on_a_hung_candidate(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
@@ -136,8 +144,7 @@ def test_the_watchdog_ends_a_child_whose_parent_is_gone(tmp_path):
         "    os._exit(0)\n"
         "time.sleep(1.0)\n"  # the grandchild's watchdog is running; now its parent goes
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    done = _run_script(script)
     grandchild = int(done.stdout.split()[0])
     assert not _wait_gone({grandchild}, 5), "the watchdog did not end the orphan"
 
@@ -273,9 +280,7 @@ DROPS = {
 def test_an_interrupt_python_swallowed_still_stops_kgen_before_its_next_verifier(tmp_path, drop):
     script = tmp_path / "swallowed.py"
     script.write_text(SWALLOWED.replace("{drop}", drop))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "box")], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = _run_script(script, str(tmp_path / "box"), timeout=120)
     assert done.stdout.splitlines() == ["went on", f"late child {-signal.SIGKILL}", "spares closed",
                                         "no verifier: True"], done
     # kgen's own stop going on as designed, not an error: Python's "Exception ignored" is not shown
@@ -301,8 +306,7 @@ def test_what_python_drops_otherwise_is_still_printed(tmp_path):
         "Interrupting()\n"
         "print('done', flush=True)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    done = _run_script(script)
     assert done.returncode == 0 and done.stdout == "done\n", done
     assert done.stderr.count("Exception ignored") == 2, done.stderr
     assert "a broken __del__" in done.stderr and "raised by the program, not a signal" in done.stderr
@@ -325,8 +329,7 @@ def test_an_ending_signal_the_program_ignored_before_kgen_stops_nothing_after_it
         "register(second.pid, 'second')\n"
         "print('second', second.wait(timeout=10), flush=True)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    done = _run_script(script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"first {-signal.SIGKILL}", "second 0"]
 
@@ -366,9 +369,7 @@ except KeyboardInterrupt:
 def test_a_signal_while_a_verifier_starts_is_raised_once_it_is_killed_not_dropped(tmp_path):
     script = tmp_path / "during_start.py"
     script.write_text(DURING_START)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "box")], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = _run_script(script, str(tmp_path / "box"), timeout=120)
     assert done.stdout.splitlines() == ["interrupted dropped: [] live: {} quick: True"], done
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
 
@@ -390,7 +391,6 @@ def test_a_signal_in_code_run_from_a_string_is_raised_at_the_next_checkpoint(tmp
         "    print('raised at the checkpoint', flush=True)\n"
         "    sys.exit(130)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    done = _run_script(script)
     assert done.stdout.splitlines() == ["the string ran to its end", "raised at the checkpoint"], done
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
