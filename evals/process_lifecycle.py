@@ -183,14 +183,13 @@ def install_signal_handlers() -> bool:
 
     Idempotent; a no-op (False) outside the main thread, where Python cannot set handlers.
     """
-    global _installed
+    global _installed, _previous_unraisablehook
     if threading.current_thread() is not threading.main_thread():
         return False
     with _lock:
         if _installed:
             return True
         _installed = True
-    global _previous_unraisablehook
     for signum in ENDING_SIGNALS:
         _previous[signum] = signal.getsignal(signum)
         signal.signal(signum, _on_signal)

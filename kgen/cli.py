@@ -69,14 +69,14 @@ app.command("solve")(solve_command)
 def problems_list() -> None:
     """List the catalog's problems with their default sizes."""
     from kgen.evals.catalog import catalog
+    from kgen.evals.problem import sizes_text
 
     table = Table(title="kgen problem catalog", title_justify="left")
     for column in ("name", "kind", "description", "default sizes"):
         table.add_column(column, overflow="fold")
     infos = catalog()
     for info in infos:
-        sizes = ", ".join(f"{k}={v}" for k, v in info.sizes.items())
-        table.add_row(info.name, info.kind, info.description, sizes)
+        table.add_row(info.name, info.kind, info.description, sizes_text(info.sizes))
     console.print(table)
     console.print(f"{len(infos)} problems. Details: kgen problems show NAME")
 
@@ -126,7 +126,9 @@ def problems_show(
 
 
 def _sizes(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "-"
+    from kgen.evals.problem import sizes_text
+
+    return sizes_text(sizes) or "-"
 
 
 @app.command("targets")
