@@ -440,10 +440,7 @@ def _trial_evidence(trials: list[Trial]) -> list[str]:
     lines: list[str] = []
     if passed:
         distributions = sorted({t.distribution for t in passed})
-        sizes = []
-        for t in passed:
-            if sizes_text(t.sizes) not in sizes:
-                sizes.append(sizes_text(t.sizes))
+        sizes = list(dict.fromkeys(sizes_text(t.sizes) for t in passed))
         lines.append(
             f"{len(passed)} trial(s) passed before it ({', '.join(distributions)} inputs; "
             f"sizes {' / '.join(sizes)})"

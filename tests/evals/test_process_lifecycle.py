@@ -233,9 +233,9 @@ def test_a_verifier_killed_from_outside_is_a_harness_fault(tmp_path):
     assert not result.cut_short and result.rejection is None
 
 
-# A Ctrl-C whose KeyboardInterrupt Python swallows where the handler ran, then what kgen does
-# next. Each way Python has of dropping an exception: a __del__, a weakref callback (in a real run,
-# inside an import), an after-fork hook (seen in CI: logging's, as a verifier started). Run in a
+# A Ctrl-C landing where Python drops a handler's exception, then what kgen does next. Each such
+# place: a __del__, a weakref callback (in a real run, inside an import), an after-fork hook (seen
+# in CI: logging's, as a verifier started; there kgen's handler does not raise at all). Run in a
 # process of its own: the signal is remembered for the rest of that process.
 SWALLOWED = """
 import os, signal, sys, subprocess, time, weakref
