@@ -78,8 +78,18 @@ def fenced(code: str, prose: str = "Here is the kernel.") -> str:
     return f"{prose}\n\n```python\n{code}```\n\nIt masks the tail and writes every element."
 
 
-def script(server: ScriptedLLMServer) -> dict[str, int]:
-    """Queue the replies; returns the tokens the successful replies report, per route."""
+#: the per-call deadline the scripted runs give kgen. A loaded CI machine (several test processes,
+#: each with verifier children) can take over a second to answer a loopback request, so a tight
+#: deadline would turn a scripted answer into a time-out; the hanging reply waits far longer.
+CALL_DEADLINE_S = 8.0
+HANG_S = 60.0
+
+
+def script(server: ScriptedLLMServer, *, hang_s: float = 3.0) -> dict[str, int]:
+    """Queue the replies; returns the tokens the successful replies report, per route.
+
+    ``hang_s``: how long the reply that does not come in time waits; above the run's
+    ``llm_timeout_s`` it is a time-out, below it a reply without code."""
     openai = [
         # generation 0: two "generate" tasks; one hits a 429 first and is retried by the SDK
         Reply.error(429, "slow down", retry_after_s=0.05),
@@ -88,7 +98,7 @@ def script(server: ScriptedLLMServer) -> dict[str, int]:
         # generation 1: "fix" the wrong kernel: the model answers with prose only
         Reply.text("I would change the slope of the negative branch.", input_tokens=1200, output_tokens=20),
         # generation 2: "crossover": the model does not answer within the call's deadline
-        Reply.hang(3.0),
+        Reply.hang(hang_s),
     ]
     anthropic = [
         # generation 0: a kernel computing the wrong function

@@ -34,12 +34,12 @@ def _problem(tmp_path: Path) -> Path:
 
 
 def run_scripted(tmp_path: Path, llm_server, device: str):
-    tokens = scripted_run.script(llm_server)
+    tokens = scripted_run.script(llm_server, hang_s=scripted_run.HANG_S)
     lines: list[str] = []
     summary = kgen.generate(
         "Triton ReLU for H100", problem=_problem(tmp_path), models=scripted_run.models(llm_server),
         targets=["h100"], budget=7, generations=3, device=device, out=tmp_path / "run",
-        kb=str(tmp_path / "kb"), progress=lines.append, llm_timeout_s=0.5, llm_retries=1,
+        kb=str(tmp_path / "kb"), progress=lines.append, llm_timeout_s=scripted_run.CALL_DEADLINE_S, llm_retries=1,
     )
     return summary, tokens, lines
 
@@ -75,7 +75,7 @@ def test_three_generations_against_openai_and_anthropic(tmp_path, llm_server, ho
     assert any("no python code block" in line or "no code block" in line for line in no_code)
     assert any("timeout" in line for line in no_code)
     # the 429 was retried by the SDK: openai saw one request more than it answered with text;
-    # the silent attempt used up its call's deadline (0.5 s), so it was not retried
+    # the hanging attempt used up its call's deadline, so it was not retried
     assert len(llm_server.requests_for("openai")) == 1 + 2 + 1 + 1
     assert len(llm_server.requests_for("anthropic")) == 3
     # every prompt and reply is on disk; improve prompts carry the parent, fix prompts the rejection
@@ -196,11 +196,11 @@ def test_on_a_gpu_the_fast_correct_kernel_is_selected_and_written_back(tmp_path,
     if not torch.cuda.is_available() or local_target() is None:
         pytest.skip("needs a CUDA GPU kgen knows as a target")
     target = local_target()
-    tokens = scripted_run.script(llm_server)
+    tokens = scripted_run.script(llm_server, hang_s=scripted_run.HANG_S)
     summary = kgen.generate(
         f"Triton ReLU for {target}", problem=_problem(tmp_path), models=scripted_run.models(llm_server),
         targets=[target], budget=7, generations=3, device="cuda", out=tmp_path / "run",
-        kb=str(tmp_path / "kb"), llm_timeout_s=0.5, llm_retries=1,
+        kb=str(tmp_path / "kb"), llm_timeout_s=scripted_run.CALL_DEADLINE_S, llm_retries=1,
     )
     run = Path(summary.run_dir)
     times = {}
