@@ -4,12 +4,12 @@ Two kernels, chosen on the host for each call:
 
 * Hopper fast path (sm_90a, K % 8 == 0, 16-byte aligned x and W; any M and N): a
   persistent, warp-specialised TMA + wgmma kernel. Each CTA has one producer
-  warpgroup and BLOCK_M // 64 consumer warpgroups. One producer thread issues TMA
+  warpgroup and two consumer warpgroups. One producer thread issues TMA
   loads of a BLOCK_M x BLOCK_K tile of x and a BLOCK_N x BLOCK_K tile of W (both
   K-major, as nn.Linear stores W, so W^T needs no copy) into a NUM_STAGES-deep ring
   of 128-byte-swizzled shared-memory buffers; mbarriers (``PipelineTmaAsync``) tell
-  the consumers when a stage is full and the producers when it is free again. Each
-  consumer warpgroup issues asynchronous wgmma (64 x BLOCK_N x 16) on its 64 rows
+  the consumers when a stage is full and the producers when it is free again. A
+  consumer warpgroup issues asynchronous wgmma (64 x BLOCK_N x 16) on 64 rows
   with the fp32 accumulator in registers, keeping one batch in flight while it frees
   the stage before. TMA zero-fills whatever part of a box lies past M, N or K, so
   ragged edges need no masks in the main loop. The producer hands its registers to
@@ -18,6 +18,12 @@ Two kernels, chosen on the host for each call:
   it to all, halving W's L2 traffic. Clusters are persistent (one CTA per SM) and walk
   the tiles in groups of GROUP_M row-tiles so that concurrent tiles share W through
   L2; producers run ahead into the next tile while consumers do the epilogue.
+  Two schedules for the consumers: with PINGPONG = 1 (the default; BLOCK_M = 64) each
+  consumer warpgroup owns a whole tile, the two take this CTA's tiles in turn and pass
+  the tensor cores to each other through two named barriers as soon as their last wgmma
+  is issued, so one warpgroup's epilogue runs under the other's main loop. With
+  PINGPONG = 0 both work on one tile, BLOCK_M // 64 of them (64 or 128 rows), and the
+  tensor cores stand idle while they run the epilogue.
 * Fallback (anything else: K not a multiple of 8, misaligned views, non-Hopper
   GPUs): Ampere-style mma.sync (16x8x16 bf16, fp32 accumulators) on a 2x2 warp
   layout, operands read from global memory element by element with bounds
@@ -37,11 +43,14 @@ a memory latency per element), and when N is even neighbouring columns go out as
 Tile shapes, stages, cluster and group sizes are the module constants below (kgen's
 search retunes them; ``_check_config`` rejects what cannot work with a ValueError naming
 the constant, at trace time):
-BLOCK_M 64 or 128, BLOCK_N a multiple of 16 up to 256, BLOCK_K a multiple of 16
-(64 bf16 = one 128-byte swizzle row), NUM_STAGES >= 2, shared memory <= 227 KB.
-128 x 256 x 64 with 4 stages uses 192 KB. Measured on an H200 at the default size
-(kernel alone, through a cute.compile'd executor): 1.52 ms = 720 TFLOP/s, vs
-1.55 ms for cuBLAS F.linear + F.gelu and 1.44-1.49 ms for the bare cuBLAS matmul.
+BLOCK_M 64 (or 128 with PINGPONG = 0), BLOCK_N a multiple of 16 up to 256, BLOCK_K a
+multiple of 16 (64 bf16 = one 128-byte swizzle row), NUM_STAGES >= 2, shared memory
+<= 227 KB; 64 x 256 x 64 with 4 stages uses 160 KB. Measured on an H100 at the default
+size, kernel alone, each against cuBLAS within the same one of 40 interleaved rounds
+(scripts/cute_gemm_sweep.py; the GPU sits at its power limit and its clock moves between
+rounds): 0.903x the bare cuBLAS GEMM (F.linear, no GELU; quartiles 0.88-0.93) and 1.02x
+cuBLAS F.linear + F.gelu; the PINGPONG = 0, 128-row tiling measured 0.896x and 1.01x in
+the same rounds, so the turn-taking hides less than the epilogue seemed to cost.
 
 forward keeps each executor ``cute.compile`` returns in ``_COMPILED``, keyed by all that
 the compile fixed (path, device, dtypes and ranks, assumed alignments, Constexpr
@@ -62,12 +71,14 @@ from cutlass.cute.runtime import from_dlpack
 from cutlass.utils import LayoutEnum
 
 # Hopper wgmma + TMA path
-BLOCK_M = 128
+BLOCK_M = 64  # rows of a tile: 64 (PINGPONG = 1, one warpgroup), or 64 / 128 with PINGPONG = 0
 BLOCK_N = 256
 BLOCK_K = 64
 NUM_STAGES = 4
 GROUP_M = 8
 CLUSTER_M = 2  # CTAs of a cluster take neighbouring row-tiles and share (TMA-multicast) each W tile
+PINGPONG = 1  # 1: each of two consumer warpgroups owns a whole BLOCK_M = 64 tile, in turns; 0: both share one
+MMA_TURN_BARRIER = 1  # named barriers MMA_TURN_BARRIER and + 1 pass the turn (0 is __syncthreads)
 PRODUCER_REGS = 40  # registers per thread left to the TMA warpgroup
 CONSUMER_REGS = 232  # registers per thread for the wgmma warpgroups (accumulators live here)
 
@@ -192,7 +203,7 @@ def _wgmma_kernel(
         barrier_storage=storage.barriers.data_ptr(),
         num_stages=NUM_STAGES,
         producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, (BLOCK_M // 64) * 4 * CLUSTER_M),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, _stage_readers() * 4 * CLUSTER_M),
         tx_count=stage_bytes,
         cta_layout_vmnk=cute.make_layout((1, CLUSTER_M, 1, 1)),
         defer_sync=True,
@@ -236,11 +247,19 @@ def _wgmma_kernel(
         # ---------------- consumer warpgroups: wgmma, then the fused epilogue ----------------
         cute.arch.warpgroup_reg_alloc(CONSUMER_REGS)
         consumer_tidx = tidx - 128
+        mma_wg = wg_idx - 1
         # A/B descriptors are per warpgroup; the accumulator layout is per thread
-        wg_mma = tiled_mma.get_slice((wg_idx - 1) * 128)
+        my_first, my_step = first_tile, tile_step
+        if cutlass.const_expr(PINGPONG):
+            # the tiled MMA is one warpgroup's; the two take this CTA's tiles in turn
+            wg_mma = tiled_mma.get_slice(0)
+            thr_mma = tiled_mma.get_slice(consumer_tidx % 128)
+            my_first, my_step = first_tile + mma_wg * tile_step, 2 * tile_step
+        else:
+            wg_mma = tiled_mma.get_slice(mma_wg * 128)
+            thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(wg_mma.partition_A(sA))  # (MMA, MMA_M, MMA_K, stage)
         tCrB = tiled_mma.make_fragment_B(wg_mma.partition_B(sB))
-        thr_mma = tiled_mma.get_slice(consumer_tidx)
         id_c = cute.make_identity_tensor((m_size, n_size))
         acc = cute.make_rmem_tensor(
             thr_mma.partition_C(cute.local_tile(mC, (BLOCK_M, BLOCK_N), (0, 0))).shape, cutlass.Float32)
@@ -249,10 +268,19 @@ def _wgmma_kernel(
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NUM_STAGES)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NUM_STAGES)
-        for tile in cutlass.range(first_tile, num_tiles, tile_step, unroll=1):
+        if cutlass.const_expr(PINGPONG):
+            if mma_wg == 1:
+                # the stages of the first tile are the other warpgroup's, and so is the first turn
+                for _k in cutlass.range(k_tiles, unroll=1):
+                    read.advance()
+                    release.advance()
+                cute.arch.barrier_arrive(barrier_id=MMA_TURN_BARRIER, number_of_threads=256)
+        for tile in cutlass.range(my_first, num_tiles, my_step, unroll=1):
             pair_m, tile_n = _tile_of(tile, num_m, num_n, group_m)
             tile_m = pair_m * CLUSTER_M + rank
             acc.fill(0.0)
+            if cutlass.const_expr(PINGPONG):  # wait for our turn at the tensor cores
+                cute.arch.barrier(barrier_id=MMA_TURN_BARRIER + mma_wg, number_of_threads=256)
 
             # first k-tile, then keep one wgmma batch in flight and free the stage before it
             mainloop.consumer_wait(read)
@@ -272,13 +300,31 @@ def _wgmma_kernel(
                 mainloop.consumer_release(release)
                 release.advance()
                 read.advance()
+            if cutlass.const_expr(PINGPONG):
+                # every MMA of this tile is issued: the other warpgroup's turn, while this one
+                # waits for its MMAs and runs the epilogue; then skip the other's tile's stages
+                cute.arch.barrier_arrive(barrier_id=MMA_TURN_BARRIER + 1 - mma_wg, number_of_threads=256)
             warpgroup.wait_group(0)
             mainloop.consumer_release(release)
             release.advance()
+            if cutlass.const_expr(PINGPONG):
+                for _k in cutlass.range(k_tiles, unroll=1):
+                    read.advance()
+                    release.advance()
 
             tCgC = thr_mma.partition_C(cute.local_tile(mC, (BLOCK_M, BLOCK_N), (tile_m, tile_n)))
             tCcC = thr_mma.partition_C(cute.local_tile(id_c, (BLOCK_M, BLOCK_N), (tile_m, tile_n)))
             _bias_gelu_store(acc, tCcC, tCgC, mBias, m_size, n_size, pair_stores)
+
+
+def _consumer_warpgroups():
+    """Warpgroups running wgmma: one per 64 rows of the tile, or two taking turns (PINGPONG)."""
+    return 2 if PINGPONG else BLOCK_M // 64
+
+
+def _stage_readers():
+    """Consumer warpgroups that read each pipeline stage (and so must free it)."""
+    return 1 if PINGPONG else BLOCK_M // 64
 
 
 def _check_config():
@@ -298,13 +344,17 @@ def _check_config():
         bad("GROUP_M", GROUP_M, "must be >= 1")
     if CLUSTER_M not in (1, 2, 4):
         bad("CLUSTER_M", CLUSTER_M, "must be 1, 2 or 4")
+    if PINGPONG not in (0, 1):
+        bad("PINGPONG", PINGPONG, "must be 0 (both consumer warpgroups on one tile) or 1 (one tile each, in turns)")
+    if PINGPONG and BLOCK_M != 64:
+        bad("BLOCK_M", BLOCK_M, "must be 64 with PINGPONG = 1 (each consumer warpgroup owns a 64-row tile)")
     if BLOCK_N % (8 * CLUSTER_M) != 0:
         bad("BLOCK_N", BLOCK_N, f"must be a multiple of 8 * CLUSTER_M = {8 * CLUSTER_M} (each CTA of a cluster "
             "multicasts BLOCK_N / CLUSTER_M rows of the W tile, whole 8-row swizzle atoms)")
     for name, regs in (("PRODUCER_REGS", PRODUCER_REGS), ("CONSUMER_REGS", CONSUMER_REGS)):
         if not (regs % 8 == 0 and 24 <= regs <= 256):
             bad(name, regs, "must be a multiple of 8 from 24 to 256 (setmaxnreg)")
-    warpgroups = 1 + BLOCK_M // 64
+    warpgroups = 1 + _consumer_warpgroups()
     pool = warpgroups * (65536 // (128 * warpgroups) // 8 * 8)  # the CTA's 64K registers, per warpgroup thread
     asked = PRODUCER_REGS + (warpgroups - 1) * CONSUMER_REGS
     if asked > pool:
@@ -330,10 +380,10 @@ def _gemm_bias_gelu_sm90(mA: cute.Tensor, mB: cute.Tensor, mBias: cute.Tensor, m
     _check_config()
     ab_type = mA.element_type
     tile_mnk = (BLOCK_M, BLOCK_N, BLOCK_K)
-    consumer_wgs = BLOCK_M // 64
+    consumer_wgs = _consumer_warpgroups()
     tiled_mma = sm90_utils.make_trivial_tiled_mma(
         ab_type, ab_type, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, cutlass.Float32,
-        (consumer_wgs, 1, 1), tiler_mn=(64, BLOCK_N))
+        (_stage_readers(), 1, 1), tiler_mn=(64, BLOCK_N))
     a_smem_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, tile_mnk, ab_type, NUM_STAGES)
     b_smem_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, tile_mnk, ab_type, NUM_STAGES)
     tma_atom_a, tma_a = cpasync.make_tiled_tma_atom(
@@ -434,7 +484,8 @@ def _dynamic(t: torch.Tensor, align: int):
 
 def _module_constants():
     """Every module constant the traces read: an executor compiled under other values is never reused."""
-    return (BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, GROUP_M, CLUSTER_M, PRODUCER_REGS, CONSUMER_REGS,
+    return (BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, GROUP_M, CLUSTER_M, PINGPONG, MMA_TURN_BARRIER,
+            PRODUCER_REGS, CONSUMER_REGS,
             FALLBACK_BLOCK_M, FALLBACK_BLOCK_N, FALLBACK_BLOCK_K, EPILOGUE_CHUNK, SQRT_2_OVER_PI, GELU_CUBIC)
 
 
