@@ -4,7 +4,8 @@ Two kernels, chosen on the host for each call:
 
 * Hopper fast path (sm_90a, K % 8 == 0, 16-byte aligned x and W; any M and N): a
   persistent, warp-specialised TMA + wgmma kernel. Each CTA has one producer
-  warpgroup and two consumer warpgroups. One producer thread issues TMA
+  warpgroup and one or two consumer warpgroups (see the schedules below). One
+  producer thread issues TMA
   loads of a BLOCK_M x BLOCK_K tile of x and a BLOCK_N x BLOCK_K tile of W (both
   K-major, as nn.Linear stores W, so W^T needs no copy) into a NUM_STAGES-deep ring
   of 128-byte-swizzled shared-memory buffers; mbarriers (``PipelineTmaAsync``) tell
