@@ -51,7 +51,8 @@ size, kernel alone, each against cuBLAS within the same one of 40 interleaved ro
 (scripts/cute_gemm_sweep.py; the GPU sits at its power limit and its clock moves between
 rounds): 0.903x the bare cuBLAS GEMM (F.linear, no GELU; quartiles 0.88-0.93) and 1.02x
 cuBLAS F.linear + F.gelu; the PINGPONG = 0, 128-row tiling measured 0.896x and 1.01x in
-the same rounds, so the turn-taking hides less than the epilogue seemed to cost.
+the same rounds, so there the turn-taking hides less than the epilogue seemed to cost. On
+an H200, same method: 0.995x the bare cuBLAS GEMM for this schedule, 0.891x for the other.
 
 forward keeps each executor ``cute.compile`` returns in ``_COMPILED``, keyed by all that
 the compile fixed (path, device, dtypes and ranks, assumed alignments, Constexpr
