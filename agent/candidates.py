@@ -77,7 +77,7 @@ def best_for(records: list[CandidateRecord], target: str, n: int = 1) -> list[Ca
 
 def apply_result(record: CandidateRecord, result) -> CandidateRecord:
     """A candidate's record updated with its evaluation's verdict, timing and compile report."""
-    from kgen.agent.prompt_context import kernel_lines
+    from kgen.agent.llm.prompt_context import kernel_lines
     from kgen.knowledge_base.write_back import timing_from_result
 
     timing = timing_from_result(result)

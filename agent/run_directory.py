@@ -153,7 +153,7 @@ class RunDirectory:
         A lock whose process is gone (killed, crashed) is taken over, once the verifiers that
         process started have ended: after a SIGKILL of kgen they end by themselves within a
         second, and one still running would verify a candidate beside the resumed run."""
-        from kgen.evals.process_lifecycle import is_running, start_ticks, verifiers_of
+        from kgen.evals.sandbox.lifecycle import is_running, start_ticks, verifiers_of
 
         path = self.file(LOCK_FILE)
         held = _read_lock(path)

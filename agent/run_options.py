@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from kgen.option_table import OPTIONS, pydantic_fields
+from kgen.core.option_table import OPTIONS, pydantic_fields
 
 #: without a GPU, tuned variants cannot be ranked (no timings), so offline runs on a CPU
 #: verify the known kernel and this many variants, once, instead of spending the budget
@@ -17,7 +17,7 @@ CPU_OFFLINE_VARIANTS = 2
 
 class _RunOwnOptions(BaseModel):
     """The fields a run resolves for itself; every other field is an option the table
-    (``kgen.option_table``) marks ``run="copied"``: same name, type, bounds and default."""
+    (``kgen.core.option_table``) marks ``run="copied"``: same name, type, bounds and default."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,7 +36,7 @@ class _RunOwnOptions(BaseModel):
 
 class RunOptions(create_model("RunOptionFields", __base__=_RunOwnOptions, __module__=__name__,
                               **pydantic_fields(o for o in OPTIONS if o.run == "copied"))):
-    """A run's options. Those a person sets are declared once, in ``kgen.option_table``; a
+    """A run's options. Those a person sets are declared once, in ``kgen.core.option_table``; a
     ``run.json`` written before an option existed loads with that option's default."""
 
 

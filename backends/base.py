@@ -116,5 +116,5 @@ class Backend(Protocol):
         """The knobs of a kernel source that change its speed and never its results (launch
         warps and stages, literal tile sizes, programs per SM), in source order, each with
         the exact source spans to rewrite and its choices for ``target`` (None: the widest
-        any target allows); the offline search (``agent/mutation.py``) moves them. Empty when
+        any target allows); the offline search (``agent/search/mutation.py``) moves them. Empty when
         the source has none or does not parse."""

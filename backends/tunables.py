@@ -2,7 +2,7 @@
 
 A backend finds the knobs of a kernel source (``Backend.find_tunables``: Triton reads its
 launches and ``tl.constexpr`` block sizes in ``backends/triton/tunables.py``); the offline
-search (``agent/mutation.py``) moves them without knowing which backend wrote the kernel.
+search (``agent/search/mutation.py``) moves them without knowing which backend wrote the kernel.
 These models and the generic choice rules are all the two share, so this module imports
 no toolchain.
 """

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kgen.evals import worker_pool
 from kgen.evals.harness import EvalOptions, _child_spec, evaluate, resolve_device
 from kgen.evals.result import EvalResult
+from kgen.evals.sandbox import worker_pool
 
 #: How long the timing phase waits for its spares to finish starting before timing anyway
 #: (a spare still starting would then run beside a timing: cold children are used instead).

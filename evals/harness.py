@@ -19,13 +19,11 @@ from pydantic import BaseModel, Field
 
 import kgen
 from kgen.backends.registry import DEFAULT_BACKEND
-from kgen.config import compiler_cache_dir
-from kgen.evals import worker_pool
-from kgen.evals.catalog import UnknownProblemError, resolve_problem
-from kgen.evals.child import HEARTBEAT_FILE, STAGES, TIMING_ONLY_STAGES, ChildReport, ChildRequest
-from kgen.evals.policies import PolicyError
-from kgen.evals.problem import ProblemError, ProblemInfo, consistent_sizes, sizes_text
-from kgen.evals.process_lifecycle import install_signal_handlers
+from kgen.core.config import compiler_cache_dir
+from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
+from kgen.evals.problem.format import ProblemError, ProblemInfo, consistent_sizes, sizes_text
+from kgen.evals.problem.policies import PolicyError
+from kgen.evals.problem.size_sets import verification_size_plan
 from kgen.evals.result import (
     EvalResult,
     InconclusiveCause,
@@ -34,9 +32,17 @@ from kgen.evals.result import (
     StageStatus,
     Verdict,
 )
-from kgen.evals.sandbox import SandboxLimits, SandboxOutcome, run_python_module
-from kgen.evals.scratch import new_workdir
-from kgen.evals.size_sets import verification_size_plan
+from kgen.evals.sandbox import worker_pool
+from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome, run_python_module
+from kgen.evals.sandbox.lifecycle import install_signal_handlers
+from kgen.evals.sandbox.scratch import new_workdir
+from kgen.evals.verifier.child import (
+    HEARTBEAT_FILE,
+    STAGES,
+    TIMING_ONLY_STAGES,
+    ChildReport,
+    ChildRequest,
+)
 
 
 class UsageError(Exception):
@@ -70,10 +76,10 @@ class EvalOptions(BaseModel):
     #: static checks, loading and timing only, for a candidate another verifier process has
     #: verified (``evals/batch.py``); needs ``bench``
     timing_only: bool = False
-    #: policy overrides (``evals/policies.py``); None: the problem's declaration, else the default
+    #: policy overrides (``evals/problem/policies.py``); None: the problem's declaration, else the default
     precision: str | None = None
     torch_ops: str | None = None
-    #: harness self-test (``evals/self_test.py``): the candidate is the problem's reference, and
+    #: harness self-test (``evals/suites/self_test.py``): the candidate is the problem's reference, and
     #: the rules that demand a kernel are off; every correctness check still runs
     reference_self_test: bool = False
     #: a folder where the baselines' timings are kept for the run (the agent's run directory):
@@ -194,7 +200,7 @@ def evaluate(
                 f"{', targets ' + ', '.join(targets) if targets else ''})"
             )
         outcome = run_python_module(
-            "kgen.evals.child",
+            "kgen.evals.verifier.child",
             [str(request_path), str(report_path)],
             spec.limits,
             extra_env=spec.extra_env,

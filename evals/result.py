@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgen.backends.base import KernelReport
-from kgen.evals.bench_result import BenchResult
-from kgen.evals.memory_plan import MemoryReport
-from kgen.evals.policies import Policies
+from kgen.evals.problem.memory_plan import MemoryReport
+from kgen.evals.problem.policies import Policies
+from kgen.evals.timing.bench_result import BenchResult
 
 
 class ResultModel(BaseModel):
@@ -166,7 +166,7 @@ class EvalResult(ResultModel):
     rejection: RejectionClass | None = None
     #: set when the verdict is inconclusive: what stopped the harness
     inconclusive: InconclusiveCause | None = None
-    #: the policies the candidate was judged under (``evals/policies.py``)
+    #: the policies the candidate was judged under (``evals/problem/policies.py``)
     policies: Policies = Field(default_factory=Policies)
     reason: str = ""
     stages: list[StageResult] = Field(default_factory=list)

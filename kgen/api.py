@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from kgen.agent.reporting import RunSummary
     from kgen.agent.run_options import RunOptions
+    from kgen.agent.runs.summary import RunSummary
+    from kgen.core.option_table import Option
+    from kgen.core.settings import Settings
     from kgen.evals.result import EvalResult
-    from kgen.option_table import Option
-    from kgen.settings import Settings
 
 
 class KgenUsageError(ValueError):
@@ -28,7 +28,7 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
                 **more: Any) -> tuple[RunOptions, Settings]:
     """The options of a run from explicit choices over the configuration.
 
-    ``choices`` (and ``more``) map run options (``kgen.option_table.RUN_OPTION_NAMES``: the
+    ``choices`` (and ``more``) map run options (``kgen.core.option_table.RUN_OPTION_NAMES``: the
     ``kgen run`` flags, ``kgen.generate``'s keywords) to values; None or absent means "as
     configured". ``out`` is no option the run keeps (it is where the run goes: ``start_run``
     takes it), so it is accepted and left to the caller.
@@ -38,9 +38,9 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
     from pydantic import ValidationError
 
     from kgen.agent.run_options import RunOptions
-    from kgen.option_table import OPTIONS, RUN_OPTION_NAMES
-    from kgen.settings import SettingsError, load_settings
-    from kgen.validation_errors import validation_message
+    from kgen.core.option_table import OPTIONS, RUN_OPTION_NAMES
+    from kgen.core.settings import SettingsError, load_settings
+    from kgen.core.validation_errors import validation_message
 
     chosen = {**(choices or {}), **more}
     unknown = sorted(set(chosen) - set(RUN_OPTION_NAMES))
@@ -81,7 +81,7 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
 def api_keys(settings: Settings) -> dict[str, str]:
     """Each provider's key from kgen's settings (the config file, ``KGEN_OPENAI_API_KEY``, ...).
 
-    Only a provider's key, never a decision: ``kgen.agent.providers.choose_api_key`` decides,
+    Only a provider's key, never a decision: ``kgen.agent.llm.providers.choose_api_key`` decides,
     per model, whether it may be sent (a custom base URL gets it only when the model names it).
     """
     keys = {}
@@ -104,8 +104,8 @@ def generate(request: str, **options: Any) -> RunSummary:
     backends") runs each in turn: ``by_backend`` holds each backend's summary and ``best`` the
     fastest per target. An unknown option is a ``KgenUsageError``.
     """
-    from kgen.agent.graph import RunError
-    from kgen.agent.runs import start_run
+    from kgen.agent.runs.start import start_run
+    from kgen.agent.search.graph import RunError
 
     progress: Callable[[str], None] | None = options.pop("progress", None)
     run, settings = run_options(request, options)
@@ -120,9 +120,9 @@ def generate(request: str, **options: Any) -> RunSummary:
 
 def _generate_signature(options: Sequence[Option] | None = None) -> inspect.Signature:
     """``generate``'s signature as ``inspect.signature``, IDEs and ``help()`` show it: the
-    request, then every run option of ``kgen.option_table`` keyword-only (None = as
+    request, then every run option of ``kgen.core.option_table`` keyword-only (None = as
     configured; a run-only option at its default), then ``progress``."""
-    from kgen.option_table import OPTIONS
+    from kgen.core.option_table import OPTIONS
 
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
@@ -144,7 +144,7 @@ def _options_doc() -> str:
     """One line per option for ``help(kgen.generate)``, from the same table."""
     import textwrap
 
-    from kgen.option_table import OPTIONS
+    from kgen.core.option_table import OPTIONS
 
     lines = ["", "    Options (config-file keys and details: ``kgen config --default``):"]
     for entry in OPTIONS:
@@ -166,9 +166,9 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
     """
     from pydantic import ValidationError
 
+    from kgen.core.validation_errors import validation_message
     from kgen.evals.harness import EvalOptions, UsageError
     from kgen.evals.harness import evaluate as run_evaluation
-    from kgen.validation_errors import validation_message
 
     unknown = sorted(set(options) - set(EvalOptions.model_fields))
     if unknown:

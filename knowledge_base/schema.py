@@ -68,7 +68,7 @@ class Timing(BaseModel):
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     #: baselines ("eager", "torch.compile") whose p10-p90 interval overlapped the kernel's: the
-    #: ratio is kept as measured but claims no speedup (``evals/bench_result.py``)
+    #: ratio is kept as measured but claims no speedup (``evals/timing/bench_result.py``)
     same_speed_as: list[str] = Field(default_factory=list)
     pct_of_sol: float | None = None
     achieved_tbs: float | None = None
@@ -99,7 +99,7 @@ class Timing(BaseModel):
 
     def speedup_text(self, baseline: str) -> str | None:
         """The speedup over ``baseline`` as every summary prints it; None when not measured."""
-        from kgen.evals.bench_result import speedup_text
+        from kgen.evals.timing.bench_result import speedup_text
 
         ratio = {"eager": self.speedup_vs_eager, "torch.compile": self.speedup_vs_compile}.get(baseline)
         return None if ratio is None else speedup_text(ratio, baseline, baseline not in self.same_speed_as)

@@ -43,7 +43,7 @@ class SeedReport(BaseModel):
 
 
 def _spec_text(problem: str) -> str:
-    from kgen.evals.catalog import resolve_problem
+    from kgen.evals.problem.catalog import resolve_problem
 
     info = resolve_problem(problem)
     return "; ".join([info.name.replace("_", " "), info.description, *info.aliases])
@@ -51,8 +51,8 @@ def _spec_text(problem: str) -> str:
 
 def seed_entries(directory: Path = SEED_KERNELS_DIR) -> list[KernelEntry]:
     """Every shipped seed kernel as an entry with its recorded evidence and timing."""
-    from kgen.evals.catalog import resolve_problem
-    from kgen.evals.problem import input_dtype
+    from kgen.evals.problem.catalog import resolve_problem
+    from kgen.evals.problem.format import input_dtype
 
     entries: list[KernelEntry] = []
     for backend_dir in sorted(p for p in directory.iterdir() if p.is_dir()):

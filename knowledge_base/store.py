@@ -62,7 +62,7 @@ class KnowledgeBaseStats(BaseModel):
 
 
 def default_location() -> str:
-    from kgen.config import kgen_home
+    from kgen.core.config import kgen_home
 
     return str(kgen_home() / "kb")
 

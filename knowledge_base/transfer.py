@@ -20,10 +20,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from kgen.core.validation_errors import error_message
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, kernel_id, utc_now
 from kgen.knowledge_base.store import KnowledgeBase, where_equal
-from kgen.validation_errors import error_message
 
 FORMAT = "kgen-knowledge-base"
 FORMAT_VERSION = 1
@@ -71,7 +71,7 @@ def export_knowledge_base(kb: KnowledgeBase, path: Path) -> ExportReport:
 
 def _check_kernel(entry: KernelEntry) -> str | None:
     """Why a kernel row cannot be trusted as written, or None."""
-    from kgen.evals.catalog import UnknownProblemError, resolve_problem
+    from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
 
     if normalised_code_hash(entry.source) != entry.code_hash:
         return "code_hash does not match the source (edited after export?)"

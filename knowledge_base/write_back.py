@@ -89,8 +89,8 @@ def timing_from_result(result: EvalResult) -> Timing:
     """The timing stage's figures (GPU only); an empty Timing when none were measured."""
     if result.bench is None:
         return Timing()
-    from kgen.evals.problem import ProblemInfo
-    from kgen.evals.suites import row_from_result
+    from kgen.evals.problem.format import ProblemInfo
+    from kgen.evals.suites.suite import row_from_result
 
     # the row's figures come from the result alone: a problem file moved since is no reason
     # to lose them

@@ -4,7 +4,7 @@ Usage:
     CUTE_DSL_ARCH=sm_90a python scripts/cute_seed_compile_check.py SEED.py [...]
         [--ptx DIR] [--ones] [--misaligned] [--launch-plan]
 
-For each seed (named after a problem in evals/problems/) and each size set of that problem
+For each seed (named after a problem in evals/problem/problems/) and each size set of that problem
 (defaults, KGEN_SMALL_SIZES, KGEN_PROBE_SIZES, each of KGEN_EXTRA_SIZES; with --ones also
 each size constant set to 1; with --misaligned also every size with its floating-point
 inputs moved one element off their 16-byte alignment), builds the inputs on the CPU with
@@ -48,7 +48,7 @@ import cutlass.cute as cute  # noqa: E402
 from cutlass.base_dsl.jit_executor import JitCompiledFunction, JitExecutor  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROBLEMS = os.path.join(REPO, "evals", "problems")
+PROBLEMS = os.path.join(REPO, "evals", "problem", "problems")
 
 
 def load(path, name):

@@ -3,7 +3,7 @@
 Usage:
     python3 scripts/cute_seed_gpu_check.py knowledge_base/seed_kernels/cute/*.py [--iters 50] [--no-timing]
 
-For each seed (named after a problem in evals/problems/) and each size set of that problem
+For each seed (named after a problem in evals/problem/problems/) and each size set of that problem
 (defaults, KGEN_SMALL_SIZES, each of KGEN_EXTRA_SIZES):
   * runs ModelNew on the problem's inputs (on the GPU; torch.empty is pre-poisoned with NaN),
     and compares every output with Model run in fp64 on the same inputs upcast, using kgen's
@@ -35,9 +35,9 @@ import traceback
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROBLEMS = os.path.join(REPO, "evals", "problems")
+PROBLEMS = os.path.join(REPO, "evals", "problem", "problems")
 
-# kgen's tolerances (evals/tolerances.py): rel_l2, rtol, atol (times rms(ref))
+# kgen's tolerances (evals/problem/tolerances.py): rel_l2, rtol, atol (times rms(ref))
 TOL = {
     torch.float32: (1e-4, 1e-3, 1e-4),
     torch.bfloat16: (1e-2, 3.2e-2, 1e-2),

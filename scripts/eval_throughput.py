@@ -6,7 +6,7 @@ Usage (GPU machine, kgen installed)::
         --modes one_by_one batch --out docs/benchmarks.md
 
 For each memory-bound catalog problem it evaluates the shipped seed kernel and ``--n - 1``
-parametric mutations of it (the offline agent's own operator, ``agent/mutation.py``) with the
+parametric mutations of it (the offline agent's own operator, ``agent/search/mutation.py``) with the
 options the agent's loop uses on a GPU (``agent.graph.agent_eval_options``: small-size screening
 plus timing at the default sizes, warm verifiers started ahead, baselines kept in the run
 directory). Modes:
@@ -55,7 +55,7 @@ class Row(BaseModel):
 
 def candidates_for(problem: str, n: int, workdir: Path, seed: int) -> list[Path]:
     """The seed kernel and ``n - 1`` mutations, written to ``workdir``."""
-    from kgen.agent.mutation import mutate
+    from kgen.agent.search.mutation import mutate
     from kgen.backends.targets import resolve_target
     from kgen.knowledge_base import SEED_KERNELS_DIR
 
@@ -75,8 +75,8 @@ def _means(dicts: list[dict[str, float]]) -> dict[str, float]:
 
 
 def run_mode(problem: str, paths: list[Path], mode: str, run_dir: Path, json_dir: Path | None = None) -> Row:
-    from kgen.agent.graph import agent_eval_options
     from kgen.agent.run_options import RunOptions
+    from kgen.agent.search.graph import agent_eval_options
     from kgen.evals.batch import evaluate_batch
 
     defaults = RunOptions(request=problem)

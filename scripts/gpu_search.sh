@@ -46,12 +46,12 @@ if ls "$root"/.whl/*.whl > /dev/null 2>&1; then
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 cd /tmp  # never import kgen from the source tree's kgen/ folder
-if ! python3 -c "from kgen.agent.mutation import parameter_space" 2> /dev/null; then
+if ! python3 -c "from kgen.agent.search.mutation import parameter_space" 2> /dev/null; then
   stamp "installing kgen from $root"
   python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/kgen_site \
     "$root" 2>&1 | tail -5 | tee -a "$log"
   export PYTHONPATH=/tmp/kgen_site${PYTHONPATH:+:$PYTHONPATH}
-  python3 -c "from kgen.agent.mutation import parameter_space" 2>&1 | tee -a "$log" || { stamp "kgen does not import"; exit 3; }
+  python3 -c "from kgen.agent.search.mutation import parameter_space" 2>&1 | tee -a "$log" || { stamp "kgen does not import"; exit 3; }
 fi
 export KGEN_HOME="$out/work/home" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader 2>&1 | tee -a "$log"

@@ -23,7 +23,7 @@ if ls "$root"/.whl/*.whl > /dev/null 2>&1; then
 fi
 if [ -z "$suite" ]; then
   suite="$out/suite"; mkdir -p "$suite"
-  for p in gelu softmax swiglu rmsnorm_forward layernorm_forward; do cp "$root/evals/problems/$p.py" "$suite/"; done
+  for p in gelu softmax swiglu rmsnorm_forward layernorm_forward; do cp "$root/evals/problem/problems/$p.py" "$suite/"; done
 fi
 export KGEN_HOME=/tmp/kgen_solve_home PYTHONUNBUFFERED=1
 cd /tmp

@@ -16,16 +16,16 @@ import torch
 
 from kgen.backends.module_loading import load_module_from_file
 from kgen.backends.targets import resolve_target
-from kgen.evals.bench_result import Measurement, speedup_between
-from kgen.evals.catalog import resolve_problem
-from kgen.evals.problem import load_problem
-from kgen.evals.sol import speed_of_light, with_measurement
-from kgen.evals.timing import (
+from kgen.evals.problem.catalog import resolve_problem
+from kgen.evals.problem.format import load_problem
+from kgen.evals.timing.bench_result import Measurement, speedup_between
+from kgen.evals.timing.measure import (
     calibrate_sync,
     measure_copy_bandwidth,
     measure_matmul_tflops,
     time_on_gpu,
 )
+from kgen.evals.timing.sol import speed_of_light, with_measurement
 from kgen.knowledge_base import SEED_KERNELS_DIR
 
 

@@ -272,8 +272,8 @@ class EntryFactory:
 
     def __init__(self, seed: int) -> None:
         from kgen.backends.targets import all_targets
-        from kgen.evals.catalog import catalog
-        from kgen.evals.problem import input_dtype
+        from kgen.evals.problem.catalog import catalog
+        from kgen.evals.problem.format import input_dtype
         from kgen.knowledge_base.schema import target_family
 
         self.rng = random.Random(seed)
@@ -411,8 +411,8 @@ class Request(BaseModel):
 def make_requests(count: int, seed: int) -> list[Request]:
     """Requests as a person types them: an alias or the name, maybe a backend, dtype, target."""
     from kgen.backends.targets import all_targets
-    from kgen.evals.catalog import catalog
-    from kgen.evals.problem import input_dtype
+    from kgen.evals.problem.catalog import catalog
+    from kgen.evals.problem.format import input_dtype
 
     rng = random.Random(seed * 7919 + 1)
     problems, targets = list(catalog()), list(all_targets())

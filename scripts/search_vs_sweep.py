@@ -19,11 +19,11 @@ For each problem:
    are relative to its value, so a search that moves on from a variant can
    leave the seed's space: such a winner is timed in the sweep too, and the
    table says it was outside.)
-2. SWEEP. Every point of ``kgen.agent.mutation.parameter_space(seed)`` (the
+2. SWEEP. Every point of ``kgen.agent.search.mutation.parameter_space(seed)`` (the
    product of the knobs' choices, as ``mutate`` would propose them) is built
    with ``apply_values``, imported, checked once against the problem's
    ``Model`` (loose tolerance: a failure is recorded, never fatal) and timed
-   in this one process with kgen's own timer (``kgen.evals.timing.time_on_gpu``:
+   in this one process with kgen's own timer (``kgen.evals.timing.measure.time_on_gpu``:
    L2 flushed before each trial, three input sets rotated, median of the
    trials) at the problem's default sizes. The sweep's best few and the
    search's winner are then timed again, alternately and longer, and those
@@ -182,7 +182,7 @@ def _run_option(text: str) -> tuple[str, Any]:
 
 
 def knob_values(source: str, target) -> dict[str, Any]:
-    from kgen.agent.mutation import find_tunables
+    from kgen.agent.search.mutation import find_tunables
 
     return {t.name: t.value for t in find_tunables(source, target, BACKEND)}
 
@@ -213,7 +213,7 @@ def import_file(path: Path, module_name: str):
 
 
 def write_variants(name: str, seed_source: str, points: list[dict[str, int]], target, folder: Path) -> list[Path]:
-    from kgen.agent.mutation import apply_values
+    from kgen.agent.search.mutation import apply_values
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -271,8 +271,8 @@ def verify_seed(name: str, seed_path: Path, target: str, device: str):
 def seed_knowledge_base(name: str, seed_path: Path, kb_dir: Path, target: str, device: str,
                         seeds_dir: Path) -> str:
     """A fresh store holding only the seed as ``name``'s kernel; how its evidence was had."""
-    from kgen.evals.catalog import resolve_problem
-    from kgen.evals.problem import input_dtype
+    from kgen.evals.problem.catalog import resolve_problem
+    from kgen.evals.problem.format import input_dtype
     from kgen.knowledge_base.code_hash import normalised_code_hash
     from kgen.knowledge_base.schema import (
         KernelEntry,
@@ -343,7 +343,7 @@ def write_evidence(args: argparse.Namespace) -> int:
 def run_search(name: str, seed_path: Path, target, budget: int, generations: int | None,
                args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     import kgen
-    from kgen.evals.catalog import resolve_problem
+    from kgen.evals.problem.catalog import resolve_problem
 
     kb_dir, run_dir = folder / "kb", folder / "run"
     evidence = seed_knowledge_base(name, seed_path, kb_dir, target.name, args.device, args.seeds_dir)
@@ -411,8 +411,8 @@ def _problem_inputs(name: str, device: str, sizes: dict[str, int] | None, sets: 
     """(init inputs, input sets on ``device``, the loaded problem) at ``sizes`` (None: defaults)."""
     import torch
 
-    from kgen.evals.catalog import resolve_problem
-    from kgen.evals.problem import load_problem
+    from kgen.evals.problem.catalog import resolve_problem
+    from kgen.evals.problem.format import load_problem
 
     loaded = load_problem(resolve_problem(name).path, sizes)
     torch.manual_seed(seed)
@@ -430,7 +430,7 @@ def _synchronize(device: str) -> None:
 
 def gpu_timer(fn, input_sets: list, budget_s: float, min_trials: int) -> dict[str, Any]:
     """kgen's own timer: L2 flushed before each trial, input sets rotated, median of the trials."""
-    from kgen.evals.timing import time_on_gpu
+    from kgen.evals.timing.measure import time_on_gpu
 
     timing = time_on_gpu(fn, input_sets, budget_s=budget_s, warmup=2, min_trials=min_trials,
                          max_trials=max(500, 10 * min_trials), check_sync=False)
@@ -533,8 +533,8 @@ def sweep_dry(name: str, points: list[dict[str, int]], paths: list[Path], seed_c
     """No GPU: import and instantiate every variant; check a few in the interpreter at small sizes."""
     import torch
 
-    from kgen.evals.catalog import resolve_problem
-    from kgen.evals.problem import load_problem
+    from kgen.evals.problem.catalog import resolve_problem
+    from kgen.evals.problem.format import load_problem
 
     info = resolve_problem(name)
     loaded = load_problem(info.path, info.cpu_sizes())
@@ -569,9 +569,9 @@ def sweep_dry(name: str, points: list[dict[str, int]], paths: list[Path], seed_c
 
 
 def run_problem(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    from kgen.agent.mutation import apply_values, parameter_space, source_key
+    from kgen.agent.search.mutation import apply_values, parameter_space, source_key
     from kgen.backends.targets import resolve_target
-    from kgen.evals.catalog import resolve_problem
+    from kgen.evals.problem.catalog import resolve_problem
 
     target = resolve_target(args.target)  # main() resolved "auto"
     info = resolve_problem(name)
@@ -722,7 +722,7 @@ def write_report(out: Path) -> int:
         "# kgen's offline search vs an exhaustive sweep",
         "",
         f"Seeds: `scripts/detuned_seeds/` (de-tuned on purpose). Device: {', '.join(devices) or 'not timed'}. "
-        "Times: median ms at the problem's default sizes (`kgen.evals.timing.time_on_gpu`, L2 flushed, "
+        "Times: median ms at the problem's default sizes (`kgen.evals.timing.measure.time_on_gpu`, L2 flushed, "
         f"3 input sets); the sweep's best {CONFIRM_TOP} and the winner re-timed alternately, the lower "
         "median counting. Pass: winner <= (1 + tolerance) x sweep best, and evaluations <= share x space.",
         "",

@@ -6,7 +6,7 @@ Usage (any machine; planning allocates nothing)::
     kgen bench --self-test OUT_FOLDER --device cuda --out selftest-gpu
 
 Every problem of the vendored KernelBench levels 1-3 is planned from meta tensors
-(``evals/memory_plan.py``); the ``--largest`` with the largest inputs + outputs are taken, and the
+(``evals/problem/memory_plan.py``); the ``--largest`` with the largest inputs + outputs are taken, and the
 rest of ``--total`` is an even spread over the remaining problems in level and number order, so
 every level and kind of operator (matmuls, convolutions, reductions, fusions, whole models) is
 represented. The chosen files are copied unchanged into ``OUT_FOLDER`` as ``levelN_<file>``
@@ -27,7 +27,7 @@ KERNELBENCH = ROOT / "tests" / "fixtures" / "kernelbench"
 
 
 def problems() -> list[Path]:
-    from kgen.evals.suites import scan_suite
+    from kgen.evals.suites.suite import scan_suite
 
     found: list[Path] = []
     for level in ("level1", "level2", "level3"):
@@ -48,7 +48,7 @@ def spread(items: list[Path], count: int) -> list[Path]:
 
 def select(largest: int, total: int) -> list[tuple[Path, int]]:
     """(problem file, inputs + outputs bytes): the largest first, then the spread."""
-    from kgen.evals.memory_plan import plan_memory
+    from kgen.evals.problem.memory_plan import plan_memory
 
     sized = [(path, plan_memory(path).problem_bytes) for path in problems()]
     by_size = sorted(sized, key=lambda item: -item[1])

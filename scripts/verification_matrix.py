@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "evals"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 sys.path.insert(0, str(ROOT / "scripts"))
 

@@ -40,8 +40,10 @@ def test_every_package_folder_is_in_the_wheel_under_kgen(wheel_names):
 
 
 def test_wheel_carries_problems_seed_kernels_guidance_prompts_and_config(wheel_names):
-    for path in (ROOT / "evals" / "problems").glob("*.py"):
-        assert f"kgen/evals/problems/{path.name}" in wheel_names
+    problems = list((ROOT / "evals" / "problem" / "problems").glob("*.py"))
+    assert len(problems) > 10
+    for path in problems:
+        assert f"kgen/evals/problem/problems/{path.name}" in wheel_names
     shipped = [
         *(ROOT / "knowledge_base" / "seed_kernels").rglob("*.py"),
         *(ROOT / "knowledge_base" / "seed_kernels").rglob("*.json"),
@@ -52,12 +54,12 @@ def test_wheel_carries_problems_seed_kernels_guidance_prompts_and_config(wheel_n
         assert f"kgen/knowledge_base/{path.relative_to(ROOT / 'knowledge_base').as_posix()}" in wheel_names
     for path in (ROOT / "prompts").glob("*.j2"):
         assert f"kgen/prompts/{path.name}" in wheel_names
-    assert "kgen/default_config.toml" in wheel_names
+    assert "kgen/core/default_config.toml" in wheel_names
 
 
 def test_console_script_is_declared(wheel, wheel_names):
     entry_points = next(n for n in wheel_names if n.endswith(".dist-info/entry_points.txt"))
-    assert "kgen = kgen.cli:main" in wheel.read(entry_points).decode()
+    assert "kgen = kgen.cli.main:main" in wheel.read(entry_points).decode()
 
 
 def test_ci_runs_exactly_the_readme_test_command():

@@ -113,7 +113,7 @@ import json, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import search_vs_sweep as svs
-from kgen.agent.mutation import parameter_space
+from kgen.agent.search.mutation import parameter_space
 from kgen.backends.targets import resolve_target
 
 out = Path(sys.argv[2])

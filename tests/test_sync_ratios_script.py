@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kgen.evals.bench_result import BenchResult, Measurement
 from kgen.evals.result import EvalResult, RejectionClass, Verdict
+from kgen.evals.timing.bench_result import BenchResult, Measurement
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sync_ratios.py"
 

@@ -1,6 +1,6 @@
 """What strategy a Triton kernel module follows, read from its syntax tree.
 
-The search's MAP-Elites grid (``agent/archive.py``) keeps the fastest kernel of
+The search's MAP-Elites grid (``agent/search/archive.py``) keeps the fastest kernel of
 each strategy, so a slower kernel with a different idea (persistent programs,
 a matmul on tensor cores, a two-kernel split) survives beside the leader and can
 be improved or crossed later instead of being pushed out by one lucky tuning.

@@ -51,7 +51,7 @@ classes). Two scopes, on purpose:
   Model``, unused helpers), not the non-GPU side of a device test
   (:mod:`.device_guard`), not registered-buffer updates or seed draws
   (:mod:`.math_scope`). What it misses, the dispatch recorder
-  (``kgen.evals.torch_usage``) sees at run time;
+  (``kgen.evals.checks.torch_usage``) sees at run time;
 * every other rule (escapes, state, clocks, ``try-except``,
   ``torch-in-kernel``, ``compute-library``) judges everything except bodies
   that nothing could run whatever the analysis misses: a module-level
@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import ast
 
-from kgen.evals.policies import Policies
+from kgen.evals.problem.policies import Policies
 from kgen.evals.result import RejectionClass
 from kgen.evals.static_rules.checker import _Checker
 from kgen.evals.static_rules.names import (
@@ -104,7 +104,7 @@ def check_candidate_source(
     source: str, filename: str = "<candidate>", policies: Policies | None = None
 ) -> list[RuleViolation]:
     """Every rule violation in a candidate's source, ordered by line (empty: none), judged under
-    ``policies`` (default: :class:`~kgen.evals.policies.Policies`'s defaults)."""
+    ``policies`` (default: :class:`~kgen.evals.problem.policies.Policies`'s defaults)."""
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kgen.backends.registry import all_kernel_decorators
-from kgen.evals.policies import Policies
+from kgen.evals.problem.policies import Policies
 from kgen.evals.static_rules.ast_helpers import (
     _is_getattr_literal,
     _is_main_test,

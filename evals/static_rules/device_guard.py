@@ -5,7 +5,7 @@ Public kernels often carry a PyTorch fallback for CPU tensors
 ``if x.is_cuda: return launch(x)`` followed by ``return torch.relu(x)``). The
 verifier makes a candidate's tensors report a GPU device while it judges it,
 so that side does not run, and if it did the dispatch recorder
-(``kgen.evals.torch_usage``) would see its aten ops. So the torch-math family
+(``kgen.evals.checks.torch_usage``) would see its aten ops. So the torch-math family
 does not report code on the non-GPU side of such a test; :func:`on_cpu_side`
 says whether a node is there.
 

@@ -48,20 +48,20 @@ loads the reference's weights afterwards anyway). ``try-except``,
 ``torch-in-kernel`` and ``compute-library`` apply everywhere.
 
 ``clone()`` is allowed: a copy does no math (the dynamic twin,
-``kgen.evals.torch_usage``, classifies ``aten.clone`` as allowed too), and an
+``kgen.evals.checks.torch_usage``, classifies ``aten.clone`` as allowed too), and an
 output that is merely a copy of an input still has to match the reference.
 
 Known limits, covered by the dynamic checks: types are guessed, so tensor
 arithmetic on a value the tracker lost (an element of a container, the
 result of a method it does not know) is not seen here, nor an ``nn.Module``
 reached indirectly (``next(self.children())(x)``);
-``kgen.evals.torch_usage.record_torch_ops`` sees every aten op the forward
+``kgen.evals.checks.torch_usage.record_torch_ops`` sees every aten op the forward
 dispatches, however it was reached. Stateful references (BatchNorm in
 training mode updating running statistics) trip ``instance-state``.
 
 Operators on tensors are found by :mod:`.tensor_flow`.
 
-Under the ``library`` torch-ops policy (:mod:`kgen.evals.policies`) the vendor calls of
+Under the ``library`` torch-ops policy (:mod:`kgen.evals.problem.policies`) the vendor calls of
 :data:`~.names.LIBRARY_TORCH_NAMES` (``torch.matmul``/``mm``/``bmm``/``addmm``/``baddbmm``/
 ``einsum``, ``F.linear``, ``F.conv*``, ``F.conv_transpose*``,
 ``F.scaled_dot_product_attention``), the matmul tensor methods and the ``@`` operator, and
@@ -77,7 +77,7 @@ from __future__ import annotations
 import ast
 from functools import cached_property
 
-from kgen.evals.policies import TorchOps
+from kgen.evals.problem.policies import TorchOps
 from kgen.evals.static_rules.ast_helpers import (
     _is_self,
     _mutable_value,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kgen.agent.run_directory import LOCK_FILE, RunDirectory, RunInUseError, RunLock
-from kgen.evals.process_lifecycle import PARENT_PID_ENV, start_ticks
+from kgen.evals.sandbox.lifecycle import PARENT_PID_ENV, start_ticks
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -116,7 +116,7 @@ def test_a_lock_from_another_host_is_refused_with_what_to_do(tmp_path):
 
 
 def test_resume_is_told_the_id_under_the_runs_folder_and_the_path_elsewhere(tmp_path):
-    from kgen.agent.runs import resume_ref
+    from kgen.agent.runs.start import resume_ref
 
     runs = tmp_path / "runs"
     inside = RunDirectory.create(runs)

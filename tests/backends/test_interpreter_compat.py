@@ -30,7 +30,7 @@ from kgen.backends.triton.interpreter_compat import (  # noqa: E402
     needs_gpu_reason,
     reset_autotune_coverage,
 )
-from kgen.evals.candidate_guard import CandidateGuard  # noqa: E402
+from kgen.evals.sandbox.guard import CandidateGuard  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -431,7 +431,7 @@ def _declared(path: Path) -> tuple[str, str]:
 def test_kgen_eval_on_cpu_judges_gpu_style_candidates(candidate):
     problem, expect = _declared(candidate)
     run = subprocess.run(
-        [sys.executable, "-c", "from kgen.cli import main; main()", "eval", problem, str(candidate),
+        [sys.executable, "-c", "from kgen.cli.main import main; main()", "eval", problem, str(candidate),
          "--device", "cpu", "--json"],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )

@@ -29,7 +29,7 @@ from kgen.backends.triton import TritonBackend
 
 def _clear_caches() -> None:
     """Every cache built from the registry's entries."""
-    from kgen.agent import templates
+    from kgen.agent.llm import templates
     from kgen.knowledge_base import embedding
 
     registry._factory.cache_clear()
@@ -166,7 +166,7 @@ def with_pallas(monkeypatch):
 
 
 def test_a_registered_backend_is_read_from_requests(with_pallas):
-    from kgen.agent.spec import KernelSpec, parse_request
+    from kgen.agent.spec.kernel_spec import KernelSpec, parse_request
 
     spec = parse_request("Pallas softmax for H100")
     assert (spec.problem, spec.backend, spec.targets) == ("softmax", "pallas", ["h100"])
@@ -179,7 +179,7 @@ def test_a_registered_backend_is_read_from_requests(with_pallas):
 def test_the_spec_validator_uses_the_registry(with_pallas):
     from pydantic import ValidationError
 
-    from kgen.agent.spec import KernelSpec
+    from kgen.agent.spec.kernel_spec import KernelSpec
 
     with pytest.raises(ValidationError, match="unknown backend 'cuda'; known backends: cute, pallas, triton"):
         KernelSpec(request="r", problem="softmax", operation="s", backend="cuda", targets=["h100"], source="matcher")
@@ -210,8 +210,8 @@ def test_a_registered_backend_reaches_the_knowledge_base(with_pallas):
 
 
 def test_a_registered_backend_gets_prompts_from_its_own_file(with_pallas, monkeypatch, tmp_path):
-    from kgen.agent import templates
-    from kgen.agent.prompt_context import render_system
+    from kgen.agent.llm import templates
+    from kgen.agent.llm.prompt_context import render_system
     from kgen.prompts import PROMPTS_DIR
 
     with pytest.raises(jinja2.TemplateNotFound, match="backend_pallas.j2"):
@@ -234,7 +234,7 @@ def test_a_registered_backend_gets_prompts_from_its_own_file(with_pallas, monkey
 
 
 def test_unknown_backend_has_no_system_prompt():
-    from kgen.agent.prompt_context import render_system
+    from kgen.agent.llm.prompt_context import render_system
 
     with pytest.raises(ValueError, match="known backends: cute, triton"):
         render_system("pallas")

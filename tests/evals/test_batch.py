@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kgen.evals import worker_pool
 from kgen.evals.batch import default_workers, evaluate_batch, merge_timing
 from kgen.evals.harness import EvalOptions
-from kgen.evals.process_lifecycle import live_groups
 from kgen.evals.result import (
     EvalResult,
     InconclusiveCause,
@@ -23,6 +21,8 @@ from kgen.evals.result import (
     StageStatus,
     Verdict,
 )
+from kgen.evals.sandbox import worker_pool
+from kgen.evals.sandbox.lifecycle import live_groups
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RELU = FIXTURES / "problems" / "relu_kernelbench.py"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from kgen.evals.child import ChildReport
 from kgen.evals.harness import HUNG_FACTOR, PROGRESS_WINDOW_S, _apply_outcome
 from kgen.evals.result import (
     EvalResult,
@@ -20,7 +19,8 @@ from kgen.evals.result import (
     Trial,
     Verdict,
 )
-from kgen.evals.sandbox import SandboxOutcome
+from kgen.evals.sandbox.box import SandboxOutcome
+from kgen.evals.verifier.child import ChildReport
 
 
 def _result(device: str) -> EvalResult:

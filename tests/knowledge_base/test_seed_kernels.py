@@ -2,8 +2,8 @@
 
 import pytest
 
-from kgen.evals.catalog import resolve_problem
 from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.problem.catalog import resolve_problem
 from kgen.knowledge_base import SEED_KERNELS_DIR
 
 SEEDS = sorted((SEED_KERNELS_DIR / "triton").glob("*.py"))

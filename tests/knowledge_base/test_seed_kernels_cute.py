@@ -6,8 +6,8 @@ CPU can say of CuTe code; a seed enters the knowledge base only with GPU evidenc
 
 import pytest
 
-from kgen.evals.catalog import resolve_problem
 from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.result import InconclusiveCause
 from kgen.knowledge_base import SEED_KERNELS_DIR, UNVERIFIED_SEEDS_DIR
 

@@ -154,7 +154,7 @@ def test_several_processes_writing_at_once_converge(kb_location, tmp_path):
     from pathlib import Path
 
     script = tmp_path / "writer.py"
-    script.write_text(WRITER.format(tests=str(Path(__file__).parent), location=kb_location))
+    script.write_text(WRITER.format(tests=str(Path(__file__).resolve().parents[1] / "support"), location=kb_location))
     workers = [subprocess.Popen([sys.executable, str(script), str(w)]) for w in range(1, 5)]
     assert [w.wait(timeout=240) for w in workers] == [0, 0, 0, 0]
     from kgen.knowledge_base.store import KnowledgeBase
@@ -172,7 +172,7 @@ def test_several_processes_writing_at_once_converge(kb_location, tmp_path):
 
 def _bench(candidate: tuple[float, float, float], **baselines: tuple[float, float, float]):
     """A typed bench: each timing as (p10, median, p90) in ms."""
-    from kgen.evals.bench_result import BenchResult
+    from kgen.evals.timing.bench_result import BenchResult
 
     def measured(p10, median, p90):
         return {"median_ms": median, "p10_ms": p10, "p90_ms": p90, "trials": 50}
@@ -191,8 +191,8 @@ def _bench(candidate: tuple[float, float, float], **baselines: tuple[float, floa
     ids=["compile_within_noise", "both_disjoint", "wide_candidate", "slower_than_compile"],
 )
 def test_the_knowledge_base_and_the_run_log_keep_the_claim_rule(candidate, eager, compiled, same):
-    from kgen.agent.reporting import speedup_cell
-    from kgen.agent.search_policy import CandidateRecord, describe
+    from kgen.agent.runs.summary import speedup_cell
+    from kgen.agent.search.policy import CandidateRecord, describe
     from kgen.knowledge_base.write_back import timing_from_result
 
     bench = _bench(candidate, eager=eager, torch_compile=compiled)

@@ -1,0 +1,1 @@
+"""Talking to models: providers, recorded calls, usage and cost, structured output, code extraction, prompts."""

@@ -1,0 +1,759 @@
+"""Suite mode: kgen's agent over every problem of a folder, then one fast_p table.
+
+``kgen solve SUITE_DIR`` runs the main job (``runs.start_run``) once per problem file of a
+folder (a KernelBench level folder works: ``evals/suites/suite.py`` finds the problems), each with
+the same run options and its own budget, and ends with ``kgen bench``'s table: fast_p
+against eager and ``torch.compile`` over *every* problem of the suite (a problem without a
+verified kernel is a failed row that stays in the denominator) and a report index.
+
+The suite's output folder (``--out``)::
+
+    suite.json          the suite's state (:class:`SuiteRun`): per problem its file, run
+                        directory, status, start and end times and exit reason
+    suite.log           the suite's own progress lines, timestamped
+    lock.json           while a ``kgen solve`` works on the folder (a second one is refused)
+    runs/<problem>/     one ordinary run directory per problem (``kgen resume`` works on it)
+    table/suite.md      kgen bench's table; also suite.csv, suite.svg and suite.json there
+                        (``kgen bench --out``'s files; in their own folder because the
+                        suite's state is ``suite.json`` here)
+    index.html          every problem with its outcome, linking runs/<problem>/report.html
+
+Resume rules (run ``solve`` again with the same ``--out``):
+
+* a **finished** problem (its run ended and wrote ``summary.json``) is skipped and its run
+  directory left untouched, whatever its outcome; delete ``runs/<problem>`` to redo it;
+* an **interrupted** one (or one still marked **running**: the suite process was killed)
+  is resumed with ``runs.resume_run`` when its run directory holds a LangGraph checkpoint
+  (paid model replies and finished evaluations are reused), else started afresh;
+* a **failed** one (the run raised ``RunError``: offline with no known kernel, a missing
+  key, an unreachable server, ...) is tried again: resumed if its run stopped mid-way with a
+  checkpoint, else started afresh (a kept directory is moved aside to
+  ``runs/<problem>.attempt-<n>`` first, never deleted);
+* a **pending** one, including a problem added to the folder since, is started;
+* a problem whose file left the folder stays in ``suite.json`` but not in the table.
+
+One problem's failure never stops the suite: a ``RunError`` (or any other error of one
+run) marks that problem failed with the message, and the suite goes on. ``KeyboardInterrupt``
+(and ``SystemExit`` from SIGTERM / SIGHUP) marks the problem(s) in progress interrupted,
+writes ``suite.json`` and goes on up.
+
+Parallelism. Only the local executor exists in this version (``executor = "local"``).
+
+* With a GPU (the run's device resolves to ``cuda``) problems run **one at a time**: a
+  timing taken while another problem's kernels run on the same GPU would be wrong (a run
+  itself times its candidates one at a time for the same reason). ``--jobs`` is ignored
+  and the log says so.
+* On the CPU (verification only, no timings) up to ``jobs`` problems run at once, as
+  **threads** of this process: a run's heavy work (verifying candidates in Triton's
+  interpreter) happens in its sandboxed verifier child processes, so the threads mostly
+  wait and the GIL costs nothing; threads share the knowledge base client (its writes take
+  an OS file lock), hand progress lines straight to ``progress`` and need no pickling of
+  options or keys. Each run has its own directory, checkpoint database and lock. On an
+  interrupt, SIGINT's handler (``evals/sandbox/lifecycle.py``, installed here from the main
+  thread) has already ended every verifier; the other runs stop at their next event line,
+  and any run not stopped within ``STOP_GRACE_S`` is marked interrupted all the same.
+
+How the CLI calls it (``kgen solve SUITE_DIR [--out DIR] [--jobs N] [--only NAME]...`` plus
+``kgen run``'s flags: models, ``--budget`` per problem, targets, device, ...)::
+
+    from kgen.agent.runs.suite_runs import solve_suite
+    from kgen.api import api_keys, run_options
+
+    # request and problem_file are set per problem: the template's are placeholders
+    template, settings = run_options("", {...the run flags...}, seed=seed, persist=persist)
+    with LiveProgress() as progress:               # kgen/cli/run.py's live event lines
+        outcome = solve_suite(suite_dir, template, out=out or Path("kgen-solve"), jobs=jobs,
+                              progress=progress, api_keys=api_keys(settings), only=only or None,
+                              command=shlex.join(["kgen", "solve", *sys.argv[2:]]))
+    # catch RunError (SuiteError is one: bad folder, bad --only, an --out of another suite),
+    # RunInUseError (another kgen solve on that --out) -> exit 2; KeyboardInterrupt -> 130
+    # (the progress said that `kgen solve` with the same --out resumes).
+    # Then print outcome.table["md"]'s table or outcome.summary, and the paths of
+    # outcome.table["md"] and outcome.index. Exit 0 when every problem has a verified
+    # kernel (outcome.summary.correct == outcome.summary.problems), else 1.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import shutil
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kgen.agent.run_directory import (
+    LOCK_FILE,
+    RUN_FILE,
+    RunDirectory,
+    RunInUseError,
+    RunNotFoundError,
+    write_atomic,
+)
+from kgen.agent.run_options import RunOptions
+from kgen.agent.runs.summary import RunSummary
+from kgen.agent.search.graph import Progress, RunError
+from kgen.evals.problem.format import ProblemInfo
+from kgen.evals.suites.suite import (
+    SuiteRow,
+    SuiteSummary,
+    row_from_result,
+    scan_suite,
+    summarize,
+    write_suite_outputs,
+)
+
+STATE_FILE = "suite.json"
+LOG_FILE = "suite.log"
+RUNS_DIR = "runs"
+TABLE_DIR = "table"
+INDEX_FILE = "index.html"
+REPORT_FILE = "report.html"
+SUMMARY_FILE = "summary.json"
+#: after an interrupt, how long the other problems' threads get to stop at their next event
+STOP_GRACE_S = 15.0
+
+Status = Literal["pending", "running", "finished", "failed", "interrupted"]
+
+
+class SuiteError(RunError):
+    """A suite that cannot start for a reason the user can fix (no problems, an unknown
+    ``only`` name, an output folder that holds another suite's runs)."""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class SuiteProblem(BaseModel):
+    """One problem of the suite and where its run stands."""
+
+    name: str
+    problem_file: str
+    #: the run directory, relative to the suite's output folder ("runs/19_ReLU")
+    run_dir: str
+    status: Status = "pending"
+    started: str | None = None
+    finished: str | None = None
+    #: the run's stop reason when finished, the error when failed, why it stopped when interrupted
+    exit_reason: str = ""
+    #: runs started or resumed for it, over every ``solve`` of this folder
+    attempts: int = 0
+    #: why its report.html could not be written (the suite went on)
+    report_error: str = ""
+
+
+class SuiteRun(BaseModel):
+    """``suite.json``: the state of one suite's runs, written whole after every change."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["kgen-suite"] = "kgen-suite"
+    version: int = 1
+    suite_dir: str
+    created: str
+    updated: str = ""
+    #: the run options of the latest ``solve`` (request and problem_file are per problem);
+    #: a resumed run keeps the options it started with (its run.json)
+    options: dict[str, Any] = Field(default_factory=dict)
+    problems: list[SuiteProblem] = Field(default_factory=list)
+
+    def problem(self, name: str) -> SuiteProblem | None:
+        return next((p for p in self.problems if p.name == name), None)
+
+    @classmethod
+    def load(cls, out: Path) -> SuiteRun | None:
+        path = out / STATE_FILE
+        if not path.is_file():
+            return None
+        return cls.model_validate_json(path.read_text())
+
+    def save(self, out: Path) -> Path:
+        self.updated = _now()
+        path = out / STATE_FILE
+        write_atomic(path, self.model_dump_json(indent=1) + "\n")
+        return path
+
+
+class SuiteOutcome(BaseModel):
+    """What ``solve_suite`` returns: the fast_p summary, one row per problem of the suite,
+    each problem's state, and where the table, the index and the state are."""
+
+    out: Path
+    summary: SuiteSummary
+    rows: list[SuiteRow]
+    problems: list[SuiteProblem]
+    #: {"md", "csv", "svg", "json"} -> path, from ``evals.suites.write_suite_outputs``
+    table: dict[str, Path]
+    index: Path
+    state: Path
+
+    @property
+    def markdown(self) -> Path:
+        return self.table["md"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _dir_name(name: str) -> str:
+    """A problem name as a folder name (KernelBench names already are)."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip(".")
+    return safe or "problem"
+
+
+def _has_checkpoint(path: Path) -> bool:
+    """Whether the run at ``path`` holds a LangGraph checkpoint, i.e. ``resume_run`` can
+    continue it (a run stopped before its graph started holds none)."""
+    from kgen.agent.search.graph import open_checkpointer
+
+    run = RunDirectory(path)
+    if not run.checkpoints.is_file():
+        return False
+    try:
+        saver, connection = open_checkpointer(run)
+    except Exception:
+        return False
+    try:
+        return saver.get_tuple({"configurable": {"thread_id": run.run_id}}) is not None
+    except Exception:
+        return False
+    finally:
+        connection.close()
+
+
+def _read_summary(path: Path) -> RunSummary | None:
+    file = path / SUMMARY_FILE
+    if not file.is_file():
+        return None
+    try:
+        return RunSummary.model_validate_json(file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _relative(path: str | Path, base: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(base).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _table_target(summary: RunSummary) -> str | None:
+    """The target whose winner is the problem's row: the first timed one, else the first."""
+    with_kernel = [t for t in summary.targets if t in summary.best] or list(summary.best)
+    timed = [t for t in with_kernel if summary.best[t].time_ms is not None and not summary.best[t].timing_note]
+    return (timed or with_kernel or [None])[0]
+
+
+def row_from_run(info: ProblemInfo, run_path: Path, out: Path) -> SuiteRow:
+    """The suite row of a finished run: its winner's final_eval.json (full-size verification
+    on a GPU) if it exists, else its eval.json; no verified kernel is a failed row."""
+    from kgen.evals.result import EvalResult
+
+    summary = _read_summary(run_path)
+    if summary is None:
+        return SuiteRow(problem=info.name, verdict="missing", reason="the run wrote no summary")
+    target = _table_target(summary)
+    if target is None:
+        tried = f"{summary.candidates} candidate(s)"
+        if summary.rejected:
+            worst = max(summary.rejected, key=lambda k: summary.rejected[k])
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.rejected.items()))
+            return SuiteRow(problem=info.name, verdict="rejected", rejection=worst,
+                            reason=f"no verified kernel: {tried}, rejected: {counts}")
+        why = summary.stop_reason or "; ".join(summary.notes[-1:])
+        return SuiteRow(problem=info.name, verdict="missing",
+                        reason=f"no verified kernel ({tried}{', ' + why if why else ''})")
+    best = summary.best[target]
+    folder = run_path / "candidates" / best.candidate
+    result_file = next((f for f in (folder / "final_eval.json", folder / "eval.json") if f.is_file()), None)
+    if result_file is None:
+        return SuiteRow(problem=info.name, verdict="missing",
+                        reason=f"the winner {best.candidate} has no evaluation JSON")
+    result = EvalResult.model_validate_json(result_file.read_text())
+    return row_from_result(result, info, _relative(best.module, out))
+
+
+def _state_row(info: ProblemInfo, entry: SuiteProblem) -> SuiteRow:
+    reasons = {
+        "pending": "not run yet",
+        "running": "still running",
+        "interrupted": "interrupted: `kgen solve` with the same --out resumes it",
+        "failed": f"run failed: {entry.exit_reason}",
+        "finished": "finished, but its run directory is gone",
+    }
+    return SuiteRow(problem=info.name, verdict="missing", reason=reasons[entry.status])
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g} ms"
+
+
+def outcome_line(entry: SuiteProblem, row: SuiteRow | None) -> str:
+    """One problem's outcome in a few words: "finished, best 0.12 ms, 1.80x vs torch.compile"."""
+    if entry.status == "failed":
+        return f"failed: {entry.exit_reason}"
+    if entry.status != "finished":
+        return entry.status + (f" ({entry.exit_reason})" if entry.exit_reason else "")
+    if row is None or not row.correct:
+        return "finished, " + (row.reason if row is not None and row.reason else "no verified kernel")
+    if row.candidate_ms is None:
+        return "finished, verified (not timed: no GPU)"
+    parts = [f"finished, best {_ms(row.candidate_ms)}"]
+    for label, ratio, key in (("torch.compile", row.speedup_vs_compile, "torch.compile"),
+                              ("eager", row.speedup_vs_eager, "eager")):
+        if ratio is not None:
+            parts.append(("≈" if key in row.same_speed_as else "") + f"{ratio:.2f}x vs {label}")
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- index
+
+
+def _fmt(value: float | None, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.3g}{suffix}"
+
+
+def render_index(state: SuiteRun, infos: Sequence[ProblemInfo], rows: Sequence[SuiteRow],
+                 summary: SuiteSummary, out: Path, table: dict[str, Path], command: str, date: str) -> str:
+    """``index.html``: the fast_p figures, the chart, and one line per problem linking its
+    report (``runs/<problem>/report.html``; the run's summary.json where no report was
+    written). Every piece of text is escaped; nothing is fetched from elsewhere."""
+    esc = html.escape
+    gpu = summary.device_name or "no GPU (verification only; timings need a GPU)"
+
+    def fast(label: str, values: dict[str, float]) -> str:
+        return f"<li>{esc(label)}: " + ", ".join(f"fast_{esc(p)} {v:.2f}" for p, v in values.items()) + "</li>"
+
+    lines = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>kgen suite: {esc(Path(state.suite_dir).name)}</title>",
+        "<style>body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
+        "tr:nth-child(even){background:#f4f6f8}.passed{color:#2e8b57}.failed{color:#c0392b}"
+        "code{background:#f4f4f4;padding:1px 3px}</style>",
+        "</head><body>",
+        f"<h1>kgen suite: {esc(state.suite_dir)}</h1>",
+        f"<p><code>{esc(command)}</code>, {esc(gpu)}, {esc(date)}</p>",
+        f"<p>{summary.correct} of {summary.problems} problem(s) with a verified kernel, {summary.timed} timed.</p>",
+        "<ul>", fast("fast_p vs eager", summary.fast_p_vs_eager),
+        fast("fast_p vs torch.compile", summary.fast_p_vs_compile), "</ul>",
+        "<p>Table: " + " · ".join(f'<a href="{esc(_relative(p, out))}">{esc(p.name)}</a>'
+                                  for k, p in sorted(table.items())) + "</p>",
+        f'<p><img src="{esc(_relative(table["svg"], out))}" alt="speedups per problem"></p>' if "svg" in table else "",
+        "<table><thead><tr><th>#</th><th>problem</th><th>status</th><th>verdict</th><th>time ms</th>"
+        "<th>vs eager</th><th>vs compile</th><th>run</th><th>note</th></tr></thead><tbody>",
+    ]
+    by_name = {row.problem: row for row in rows}
+    for number, info in enumerate(infos, start=1):
+        entry = state.problem(info.name)
+        row = by_name.get(info.name)
+        if entry is None or row is None:
+            continue
+        run_path = out / entry.run_dir
+        if (run_path / REPORT_FILE).is_file():
+            link = f'<a href="{esc(entry.run_dir)}/{REPORT_FILE}">{esc(info.name)}</a>'
+        elif (run_path / SUMMARY_FILE).is_file():
+            link = f'<a href="{esc(entry.run_dir)}/{SUMMARY_FILE}">{esc(info.name)}</a>'
+        else:
+            link = esc(info.name)
+        run_cell = (f'<a href="{esc(entry.run_dir)}/">{esc(entry.run_dir)}</a>'
+                    if (run_path / RUN_FILE).is_file() else "-")
+        verdict = row.verdict + (f" ({row.rejection})" if row.rejection else "")
+        note = row.reason if not row.correct else ""
+        if entry.report_error:
+            note = (note + "; " if note else "") + f"report failed: {entry.report_error}"
+        cls = "passed" if row.correct else "failed" if entry.status in ("finished", "failed") else ""
+        lines.append(
+            f'<tr><td>{number}</td><td>{link}</td><td>{esc(entry.status)}</td>'
+            f'<td class="{cls}">{esc(verdict)}</td><td>{_fmt(row.candidate_ms)}</td>'
+            f"<td>{_fmt(row.speedup_vs_eager, 'x')}</td><td>{_fmt(row.speedup_vs_compile, 'x')}</td>"
+            f"<td>{run_cell}</td><td>{esc(note)}</td></tr>")
+    lines += ["</tbody></table>", "</body></html>", ""]
+    return "\n".join(line for line in lines if line)
+
+
+# --------------------------------------------------------------------------- solving
+
+
+class _Suite:
+    """One ``solve``: the state, the lock that guards it, and the runs."""
+
+    def __init__(self, out: Path, state: SuiteRun, template: RunOptions, progress: Progress | None,
+                 api_keys: dict[str, str] | None) -> None:
+        self.out = out
+        # the suite folder, not runs/: a run's own "interrupted: `kgen resume ...`" hint then
+        # names the run by its path, which works from anywhere (an id would be looked up in
+        # $KGEN_HOME/runs)
+        self.runs_dir = out
+        self.state = state
+        self.template = template
+        self.progress = progress
+        self.api_keys = api_keys
+        self.lock = threading.RLock()
+        self.progress_lock = threading.Lock()
+        self.stop = threading.Event()
+        self.worker_error: BaseException | None = None
+        self.reported: set[str] = set()
+        self.report_unavailable: str | None = None
+
+    # -- lines -----------------------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        """A suite line: suite.log and the progress."""
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%H:%M:%S")
+        with self.progress_lock:
+            with open(self.out / LOG_FILE, "a") as handle:
+                handle.write(f"{stamp} {line}\n")
+            if self.progress is not None:
+                self.progress(line)
+
+    def run_progress(self, name: str) -> Callable[[str], None]:
+        """A run's event lines, named for the problem (they are in the run's events.log too).
+        Once the suite is stopping, a run's next line stops it (threads cannot be signalled)."""
+        def emit(line: str) -> None:
+            if self.stop.is_set():
+                raise KeyboardInterrupt
+            if self.progress is not None:
+                with self.progress_lock:
+                    self.progress(f"{name}: {line}")
+        return emit
+
+    def save(self) -> Path:
+        with self.lock:
+            return self.state.save(self.out)
+
+    # -- one problem -----------------------------------------------------------------
+
+    def next_step(self, entry: SuiteProblem) -> Literal["skip", "resume", "start"]:
+        path = self.out / entry.run_dir
+        if not (path / RUN_FILE).is_file():
+            return "start"
+        finished_run = (path / SUMMARY_FILE).is_file()
+        if finished_run:
+            if entry.status == "finished":
+                return "skip"
+            # a run that ended after the suite last wrote its state: resuming only reads it back;
+            # one that ended failing (no model returned code) is retried from the start
+            return "start" if entry.status == "failed" else "resume"
+        return "resume" if _has_checkpoint(path) else "start"
+
+    def clear(self, entry: SuiteProblem) -> None:
+        """Room for a fresh run: a directory holding nothing to inspect is removed, one that
+        holds model replies or candidates is moved aside (``runs/<name>.attempt-<n>``)."""
+        path = self.out / entry.run_dir
+        if not path.exists():
+            return
+        if RunDirectory(path).holds_results() or (path / SUMMARY_FILE).is_file():
+            n = 1
+            while (aside := path.with_name(f"{path.name}.attempt-{n}")).exists():
+                n += 1
+            path.rename(aside)
+            self.say(f"{entry.name}: previous run moved to {_relative(aside, self.out)}")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def solve_one(self, entry: SuiteProblem, step: str, position: int, total: int,
+                  infos: dict[str, ProblemInfo]) -> None:
+        """Start or resume one problem's run and record how it ended. KeyboardInterrupt and
+        SystemExit mark it interrupted and go on up; every other error marks it failed."""
+        from kgen.agent.runs.start import resume_run, start_run
+
+        path = self.out / entry.run_dir
+        with self.lock:
+            entry.status, entry.started, entry.finished = "running", _now(), None
+            entry.exit_reason, entry.attempts = "", entry.attempts + 1
+            self.save()
+        self.say(f"[{position}/{total}] {entry.name}: {'resuming' if step == 'resume' else 'starting'} "
+                 f"({entry.run_dir})")
+        progress = self.run_progress(entry.name)
+        try:
+            if step == "resume":
+                summary = resume_run(str(path), runs_dir=self.runs_dir, progress=progress, api_keys=self.api_keys)
+            else:
+                self.clear(entry)
+                options = self.template.model_copy(update={"request": entry.name,
+                                                           "problem_file": entry.problem_file})
+                summary = start_run(options, runs_dir=self.runs_dir, out=path, progress=progress,
+                                    api_keys=self.api_keys)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            with self.lock:
+                entry.status, entry.finished = "interrupted", _now()
+                entry.exit_reason = ("interrupted" if isinstance(exc, KeyboardInterrupt)
+                                     else f"stopped (exit {exc.code})")
+                self.save()
+            self.say(f"[{position}/{total}] {entry.name}: interrupted; `kgen solve` with the same --out resumes it")
+            raise
+        except (RunError, RunInUseError, RunNotFoundError, FileExistsError) as exc:
+            self._failed(entry, str(exc))
+        except Exception as exc:  # one problem's bug or broken file never stops the suite
+            with open(self.out / LOG_FILE, "a") as handle:
+                handle.write(f"{entry.name}: unexpected error\n{traceback.format_exc()}\n")
+            self._failed(entry, f"{type(exc).__name__}: {exc} (traceback in {LOG_FILE})")
+        else:
+            with self.lock:
+                entry.status, entry.finished = "finished", _now()
+                entry.exit_reason = summary.stop_reason or "finished"
+                self.save()
+        self.write_report(entry)
+        row = self.row(infos[entry.name], entry) if entry.name in infos else None
+        self.say(f"[{position}/{total}] {entry.name}: {outcome_line(entry, row)}")
+
+    def _failed(self, entry: SuiteProblem, message: str) -> None:
+        with self.lock:
+            entry.status, entry.finished, entry.exit_reason = "failed", _now(), message
+            self.save()
+
+    def row(self, info: ProblemInfo, entry: SuiteProblem) -> SuiteRow:
+        path = self.out / entry.run_dir
+        if entry.status == "finished" and (path / SUMMARY_FILE).is_file():
+            try:
+                return row_from_run(info, path, self.out)
+            except (OSError, ValueError) as exc:
+                return SuiteRow(problem=info.name, verdict="missing", reason=f"unreadable run result: {exc}")
+        return _state_row(info, entry)
+
+    # -- reports ---------------------------------------------------------------------
+
+    def write_report(self, entry: SuiteProblem) -> None:
+        """The run's report.html, if ``kgen.agent.runs.html_report`` is there; a report that fails
+        is noted on the problem (and in the index), never a failure of the suite."""
+        path = self.out / entry.run_dir
+        if entry.name in self.reported or not (path / RUN_FILE).is_file():
+            return
+        self.reported.add(entry.name)
+        try:
+            from kgen.agent.runs.html_report import write_report
+        except ImportError as exc:
+            if self.report_unavailable is None:
+                self.report_unavailable = str(exc)
+                self.say(f"per-problem reports are not available ({exc}); the index links each run's summary")
+            return
+        try:
+            write_report(path)
+            error = ""
+        except Exception as exc:  # a report is a view of the run: it never fails the suite
+            error = f"{type(exc).__name__}: {exc}"
+            self.say(f"{entry.name}: report.html not written ({error}); the suite goes on")
+        with self.lock:
+            entry.report_error = error
+            self.save()
+
+    # -- all problems ----------------------------------------------------------------
+
+    def run_all(self, work: list[tuple[SuiteProblem, str, int]], total: int, workers: int,
+                infos: dict[str, ProblemInfo]) -> None:
+        if workers <= 1:
+            for entry, step, position in work:
+                self.solve_one(entry, step, position, total, infos)
+            return
+        from kgen.evals.sandbox.lifecycle import install_signal_handlers
+
+        install_signal_handlers()  # from the main thread: Ctrl-C ends every run's verifiers
+        queue = list(work)
+
+        def worker() -> None:
+            while not self.stop.is_set():
+                with self.lock:
+                    if not queue:
+                        return
+                    entry, step, position = queue.pop(0)
+                try:
+                    self.solve_one(entry, step, position, total, infos)
+                except BaseException as exc:  # an interrupt reached this thread: stop them all
+                    if not self.stop.is_set():
+                        self.worker_error = exc
+                        self.stop.set()
+                    return
+
+        # daemon threads: a run stuck in a model call must not keep an interrupted kgen alive
+        threads = [threading.Thread(target=worker, name=f"kgen-suite-{i}", daemon=True) for i in range(workers)]
+        for thread in threads:
+            thread.start()
+        try:
+            while any(thread.is_alive() for thread in threads) and not self.stop.is_set():
+                for thread in threads:
+                    thread.join(0.2)
+        except BaseException:
+            self.stop_workers(threads, work)
+            raise
+        if self.stop.is_set():  # an interrupt reached one of the threads
+            self.stop_workers(threads, work)
+            if self.worker_error is not None:
+                raise self.worker_error
+
+    def stop_workers(self, threads: list[threading.Thread], work: list[tuple[SuiteProblem, str, int]]) -> None:
+        """Stop every run: their verifiers now, the runs at their next event line; a run not
+        stopped within ``STOP_GRACE_S`` (waiting on a model) is marked interrupted all the same."""
+        from kgen.evals.sandbox.lifecycle import kill_registered
+
+        self.stop.set()
+        kill_registered("kgen solve interrupted")
+        deadline = time.monotonic() + STOP_GRACE_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self.lock:
+            for entry, _, _ in work:
+                if entry.status == "running":
+                    entry.status, entry.finished, entry.exit_reason = "interrupted", _now(), "interrupted"
+            self.save()
+
+
+def _select(infos: Sequence[ProblemInfo], only: list[str] | None) -> list[ProblemInfo]:
+    if not only:
+        return list(infos)
+    known = {info.name: info for info in infos}
+    known.update({Path(info.path).stem: info for info in infos if Path(info.path).stem not in known})
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        names = ", ".join(info.name for info in infos[:8]) + (", ..." if len(infos) > 8 else "")
+        raise SuiteError(f"no problem named {', '.join(map(repr, unknown))} in the suite (problems: {names})")
+    chosen = {known[name].name for name in only}
+    return [info for info in infos if info.name in chosen]
+
+
+def _resolve_device(template: RunOptions) -> str:
+    from kgen.evals.harness import UsageError, resolve_device
+
+    try:
+        return resolve_device(template.device)
+    except UsageError as exc:
+        raise SuiteError(str(exc)) from exc
+
+
+def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int = 1,
+                progress: Progress | None = None, api_keys: dict[str, str] | None = None,
+                only: list[str] | None = None, command: str | None = None) -> SuiteOutcome:
+    """Run kgen's agent over every problem of ``suite_dir`` (resumable; see the module
+    docstring), then write the fast_p table and the report index in ``out``.
+
+    ``template`` carries the run options (models, per-problem ``budget``, targets, device,
+    knowledge base, ...); each problem's run gets ``request=<problem name>`` and
+    ``problem_file=<its file>``. ``jobs``: problems at once on the CPU (one at a time with a
+    GPU). ``only``: problem names (or file stems) to run now; the table still counts every
+    problem of the suite. ``command`` heads the table (default: a ``kgen solve`` line).
+    """
+    from kgen.agent.runs.start import validate_options
+
+    if jobs < 1:
+        raise SuiteError(f"--jobs must be at least 1, got {jobs}")
+    suite_dir = Path(suite_dir).expanduser().resolve()
+    out = Path(out).expanduser().resolve()
+    try:
+        infos, skipped = scan_suite(suite_dir)
+    except FileNotFoundError as exc:
+        raise SuiteError(str(exc)) from exc
+    if not infos:
+        raise SuiteError(f"no problem files in {suite_dir}"
+                         + (f" ({len(skipped)} .py file(s) are not problems)" if skipped else ""))
+    names = [info.name for info in infos]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise SuiteError(f"two problem files share a name ({', '.join(twice)}): rename one (KGEN_NAME)")
+    selected = _select(infos, only)
+    # bad models, keys or targets fail once, before any run directory exists
+    validate_options(template.model_copy(update={"request": infos[0].name,
+                                                 "problem_file": str(infos[0].path)}), api_keys)
+    device = _resolve_device(template)
+    options = template.model_dump(mode="json", exclude={"request", "problem_file"})
+
+    try:
+        state = SuiteRun.load(out)
+    except ValueError as exc:  # a kgen bench table's suite.json, or a torn hand edit
+        raise SuiteError(f"{out / STATE_FILE} is not the state of a kgen solve ({type(exc).__name__}): "
+                         "use another --out") from exc
+    if state is not None and Path(state.suite_dir) != suite_dir:
+        raise SuiteError(f"{out} holds the runs of the suite {state.suite_dir}, not {suite_dir}: "
+                         "use another --out")
+    if state is None and out.is_dir() and any(p.name not in (LOCK_FILE, LOG_FILE) for p in out.iterdir()):
+        raise SuiteError(f"{out} is not empty and holds no suite ({STATE_FILE}): use another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    command = command or f"kgen solve {suite_dir} --out {out}"
+
+    with RunDirectory(out).claimed():  # one kgen solve per output folder
+        earlier = state is not None
+        if state is None:
+            state = SuiteRun(suite_dir=str(suite_dir), created=_now())
+        state.options = options
+        suite = _Suite(out, state, template, progress, api_keys)
+        added = []
+        for info in infos:
+            entry = state.problem(info.name)
+            if entry is None:
+                state.problems.append(SuiteProblem(name=info.name, problem_file=str(Path(info.path).resolve()),
+                                                   run_dir=f"{RUNS_DIR}/{_dir_name(info.name)}"))
+                added.append(info.name)
+            elif entry.status != "finished":
+                entry.problem_file = str(Path(info.path).resolve())
+        for entry in state.problems:
+            if entry.status == "running":  # the last solve was killed while it ran (we hold the lock)
+                entry.status, entry.exit_reason = "interrupted", "the suite process stopped while it ran"
+        order = {name: i for i, name in enumerate(names)}
+        state.problems.sort(key=lambda p: order.get(p.name, len(order)))
+        suite.save()
+        for file, why in skipped:
+            suite.say(f"skipped {file.name}: {why}")
+        gone = [p.name for p in state.problems if p.name not in order]
+        if gone:
+            suite.say(f"no longer in the folder (kept in {STATE_FILE}, left out of the table): {', '.join(gone)}")
+
+        work: list[tuple[SuiteProblem, str, int]] = []
+        total = len(selected)
+        infos_by_name = {info.name: info for info in infos}
+        skipped_lines: list[str] = []
+        for position, info in enumerate(selected, start=1):
+            entry = state.problem(info.name)
+            assert entry is not None
+            step = suite.next_step(entry)
+            if step == "skip":
+                skipped_lines.append(f"[{position}/{total}] {info.name}: done earlier, skipped "
+                                     f"({outcome_line(entry, suite.row(info, entry))})")
+                continue
+            work.append((entry, step, position))
+        resumes = sum(step == "resume" for _, step, _ in work)
+        suite.say(f"suite {suite_dir}: {len(infos)} problem(s)"
+                  + (f", {total} selected" if only else "") + f"; {len(skipped_lines)} done earlier, "
+                  f"{resumes} to resume, {len(work) - resumes} to start"
+                  + (f" ({len(added)} new in the folder: {', '.join(added)})" if added and earlier else ""))
+        for line in skipped_lines:
+            suite.say(line)
+        if device == "cuda":
+            workers = 1
+            suite.say("local executor with a GPU: problems run one at a time (timings need the GPU to themselves)"
+                      + (f"; --jobs {jobs} ignored" if jobs > 1 else ""))
+        else:
+            workers = max(1, min(jobs, len(work)))
+            if workers > 1:
+                suite.say(f"no GPU: up to {workers} problems at once (verification only; no timings)")
+        suite.save()
+        suite.run_all(work, total, workers, infos_by_name)
+
+        # every problem of the suite in the table; a report for runs that have none yet
+        for entry in state.problems:
+            if entry.name in order and entry.status in ("finished", "failed") and \
+                    not (out / entry.run_dir / REPORT_FILE).is_file() and not entry.report_error:
+                suite.write_report(entry)
+        rows = [suite.row(info, state.problem(info.name)) for info in infos]  # type: ignore[arg-type]
+        summary = summarize(rows)
+        date = _dt.date.today().isoformat()
+        table = write_suite_outputs(rows, summary, out / TABLE_DIR, command=command, date=date)
+        index = out / INDEX_FILE
+        write_atomic(index, render_index(state, infos, rows, summary, out, table, command, date))
+        state_path = suite.save()
+        suite.say(f"suite done: {summary.correct} of {summary.problems} problem(s) with a verified kernel; "
+                  f"fast_1 vs torch.compile {summary.fast_p_vs_compile['1']:.2f}, "
+                  f"vs eager {summary.fast_p_vs_eager['1']:.2f}; table {_relative(table['md'], out)}, "
+                  f"index {INDEX_FILE}")
+    return SuiteOutcome(out=out, summary=summary, rows=rows, problems=list(state.problems), table=table,
+                        index=index, state=state_path)
+
+
+__all__ = ["SuiteError", "SuiteOutcome", "SuiteProblem", "SuiteRun", "outcome_line", "render_index",
+           "row_from_run", "solve_suite"]

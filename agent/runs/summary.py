@@ -1,0 +1,254 @@
+"""A run's outputs: ``summary.json``, the best kernel per target as a module, and the final table.
+
+The summary is also what ``kgen.generate()`` returns, so a script and a person
+reading the terminal see the same figures; every figure in it comes from an
+evaluation JSON in the run directory.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from kgen.agent.search.policy import CandidateRecord, best_for
+from kgen.knowledge_base.schema import Timing
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kgen.agent.search.graph import Runner, RunState
+
+def no_gpu_note(backend: str) -> str:
+    """What a CPU run could not do, as the backend allows: Triton's interpreter verifies but
+    does not time; a backend without one only compiles (``BackendInfo.runs_on_cpu``)."""
+    from kgen.backends.registry import backend_info
+
+    info = backend_info(backend)
+    if info.runs_on_cpu:
+        return f"timings need a GPU: kernels were verified in {info.label}'s CPU interpreter, not timed"
+    return (f"{info.label} kernels need a GPU to run: here they were compiled for the targets, not run, "
+            "so none is verified or timed (--device cuda)")
+
+
+class Evidence(BaseModel):
+    device: str
+    trials: int
+    seeds: list[int]
+    shapes: list[dict[str, int]]
+    distributions: list[str]
+    checks_passed: list[str]
+    max_rel_l2_error: float | None = None
+
+
+class BestKernel(Timing):
+    """A target's winner: its timing fields as measured (``device_name``: the GPU), or none."""
+
+    target: str
+    #: the backend the kernel is written in (a request over several backends compares them)
+    backend: str = ""
+    candidate: str
+    module: str
+    origin: str
+    description: str = ""
+    #: why there is no time for this target, when there is none
+    timing_note: str = ""
+    evidence: Evidence
+    #: per-kernel registers / spills / shared memory from the cross-compile for the target
+    compile_report: list[str] = Field(default_factory=list)
+    knowledge_base: str = ""
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    run_dir: str
+    request: str
+    problem: str
+    backend: str
+    targets: list[str]
+    mode: str
+    device: str
+    stop_reason: str = ""
+    candidates: int = 0
+    passed: int = 0
+    rejected: dict[str, int] = Field(default_factory=dict)
+    no_code: int = 0
+    best: dict[str, BestKernel] = Field(default_factory=dict)
+    usage: dict[str, Any] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    #: models were asked and none returned code (every call failed, or only prose came back):
+    #: a kernel in ``best`` is the knowledge base's, re-measured, not the models' work
+    no_model_code: bool = False
+    #: a request over several backends (agent/runs/backend_runs.py): each backend's own run, by
+    #: name; ``backend`` then lists them and ``best`` holds the fastest per target
+    by_backend: dict[str, RunSummary] = Field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> bool:
+        return bool(self.best)
+
+
+def _evidence(result) -> Evidence:
+    from kgen.knowledge_base.write_back import summarise_verification
+
+    summary = summarise_verification(result)
+    return Evidence(device=summary.device, trials=summary.trials, seeds=summary.seeds,
+                    shapes=summary.shapes, distributions=summary.distributions,
+                    checks_passed=summary.checks_passed, max_rel_l2_error=summary.max_rel_l2_error)
+
+
+def _module_text(record: CandidateRecord, source: str, summary_line: str) -> str:
+    header = (
+        f"# kgen: best kernel for {record.target} ({record.id}, {record.origin}).\n"
+        f"# {summary_line}\n"
+        "# Import it and use ModelNew like the problem's Model.\n"
+    )
+    return header + source
+
+
+def build_summary(runner: Runner, state: RunState) -> RunSummary:
+    from kgen.agent.llm.usage import UsageLedger
+    from kgen.agent.search.policy import apply_result, describe
+    from kgen.evals.problem.catalog import resolve_problem
+
+    spec = state.get("spec") or {}
+    records = runner.records(state)
+    ledger = UsageLedger.model_validate(state.get("usage") or {})
+    summary = RunSummary(
+        run_id=runner.run.run_id, run_dir=str(runner.run.path), request=runner.options.request,
+        problem=resolve_problem(spec["problem"]).name if spec else "", backend=spec.get("backend", ""),
+        targets=spec.get("targets", []),
+        mode="offline (tuning known kernels)" if runner.options.offline
+        else "models: " + ", ".join(runner.options.models),
+        device=runner.device, stop_reason=state.get("stop_reason", ""),
+        candidates=len(records), passed=sum(r.passed for r in records),
+        rejected=dict(Counter(r.rejection or "rejected" for r in records if r.verdict == "rejected")),
+        no_code=sum(r.status == "no_code" for r in records),
+        usage=ledger.model_dump(mode="json"),
+    )
+    if runner.device == "cpu" and summary.backend:
+        summary.notes.append(no_gpu_note(summary.backend))
+    for target, winner in (state.get("winners") or {}).items():
+        record = next(r for r in records if r.id == winner["candidate"])
+        final = runner.load_eval(record.id, "final_eval.json") or runner.load_eval(record.id)
+        record = apply_result(record, final)
+        module = runner.run.best_module(target)
+        source = runner.run.candidate_source(record.id).read_text()
+        module.write_text(_module_text(record, source, describe(record)))
+        note = ""
+        if record.time_on(target) is None:
+            note = ("not timed: no GPU here" if runner.device == "cpu"
+                    else f"timed on {record.device_name or 'this GPU'}, not on {target}")
+        summary.best[target] = BestKernel(
+            **Timing.model_validate(record.model_dump(include=set(Timing.model_fields))).model_dump(),
+            target=target, backend=summary.backend, candidate=record.id, module=str(module),
+            origin=record.origin,
+            description=record.description, timing_note=note, evidence=_evidence(final),
+            compile_report=record.kernels, knowledge_base=winner.get("kb", ""),
+        )
+    for target in summary.targets:
+        if target not in summary.best:
+            tried = [r for r in records if r.target == target]
+            summary.notes.append(f"no verified kernel for {target} ({len(tried)} candidate(s) tried)")
+    model_records = [r for r in records if r.origin == "model"]
+    if model_records and all(r.status == "no_code" for r in model_records):
+        summary.no_model_code = True
+        summary.notes.append(f"no model returned code in {len(model_records)} request(s): "
+                             f"{model_records[0].reason}")
+    return summary
+
+
+def write_outputs(runner: Runner, state: RunState) -> RunSummary:
+    summary = build_summary(runner, state)
+    runner.run.write("summary.json", summary.model_dump_json(indent=1))
+    runner.run.write("usage.json", json_dump(summary.usage))
+    best = best_for(runner.records(state), summary.targets[0]) if summary.targets else []
+    records = runner.records(state)
+    compiled_only = [r for r in records if r.verdict == "inconclusive" and r.rejection == "compiled_not_run"]
+    runner.say(f"run finished: {len(summary.best)} target(s) with a verified kernel"
+               + (f"; best {best[0].id}" if best else "")
+               + (f"; {len(compiled_only)} candidate(s) compiled, not run: this backend's kernels need a GPU "
+                  "to be verified (--device cuda)" if compiled_only and not best else ""))
+    return summary
+
+
+def json_dump(value: Any) -> str:
+    import json
+
+    return json.dumps(value, indent=1)
+
+
+def _num(value: float | None, fmt: str = "{:.4g}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def speedup_cell(timing: Timing, baseline: str, ratio: float | None) -> str:
+    """The ratio, marked "≈" when its interval overlapped the baseline's: a figure, not a claim."""
+    return ("≈" if ratio is not None and baseline in timing.same_speed_as else "") + _num(ratio, "{:.2f}x")
+
+
+def render_summary(summary: RunSummary, console: Console) -> None:
+    """The final table: per target, best time, speedups, %SOL and the verification evidence.
+    A request over several backends prints each backend's table, then the fastest per target."""
+    from rich.table import Table
+
+    if summary.by_backend:
+        for backend_summary in summary.by_backend.values():
+            render_summary(backend_summary, console)
+            console.print()
+        for note in summary.notes:
+            console.print(f"note: {note}", highlight=False, soft_wrap=True)
+        for target, best in summary.best.items():
+            console.print(f"{target}: best kernel {best.candidate} ({best.backend}): {best.module}",
+                          highlight=False, soft_wrap=True)
+        console.print(f"run directory: {summary.run_dir}", highlight=False, soft_wrap=True)
+        return
+    table = Table(title=f"kgen run {summary.run_id}: {summary.problem} ({summary.backend})",
+                  title_justify="left")
+    for column in ("target", "kernel", "ms", "vs eager", "vs compile", "%SOL", "verified"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("target", "kernel"))
+    for target in summary.targets:
+        best = summary.best.get(target)
+        if best is None:
+            table.add_row(target, "-", "-", "-", "-", "-", "no verified kernel")
+            continue
+        ev = best.evidence
+        verified = (f"{ev.trials} trials, {len(ev.seeds)} seeds, {len(ev.shapes)} shapes, "
+                    f"{len(ev.distributions)} distributions on {ev.device}")
+        if best.timing_note:  # figures from another GPU (or none) say nothing about this target
+            table.add_row(target, best.candidate, "-", "-", "-", "-", verified)
+            continue
+        table.add_row(target, best.candidate, _num(best.time_ms),
+                      speedup_cell(best, "eager", best.speedup_vs_eager),
+                      speedup_cell(best, "torch.compile", best.speedup_vs_compile),
+                      _num(best.pct_of_sol, "{:.0f}"), verified)
+    console.print(table)
+    for target, best in summary.best.items():
+        if best.timing_note:
+            console.print(f"{target}: {best.timing_note}", highlight=False, soft_wrap=True)
+        if best.compile_report:
+            console.print(f"{target} cross-compile: " + "; ".join(best.compile_report),
+                          highlight=False, soft_wrap=True)
+        console.print(f"{target} kernel: {best.module}", highlight=False, soft_wrap=True)
+    rejected = ", ".join(f"{k} {v}" for k, v in sorted(summary.rejected.items()))
+    console.print(
+        f"{summary.candidates} candidate(s): {summary.passed} passed"
+        + (f", rejected: {rejected}" if rejected else "")
+        + (f", {summary.no_code} without code" if summary.no_code else ""),
+        highlight=False, soft_wrap=True,
+    )
+    usage = summary.usage
+    if usage.get("total_calls"):
+        cost = usage.get("total_cost_usd") or 0.0
+        console.print(f"models: {usage['total_calls']} call(s), {usage['total_tokens']} tokens, "
+                      f"${cost:.4f}" + (f" ({usage['unpriced_calls']} call(s) unpriced)"
+                                        if usage.get("unpriced_calls") else ""),
+                      highlight=False, soft_wrap=True)
+    for note in summary.notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    if summary.no_model_code:
+        console.print("no model produced code: " + (
+            "the kernel above is the knowledge base's, re-measured; check the models (`kgen doctor`)"
+            if summary.best else "check the models (`kgen doctor`)"), style="bold", highlight=False, soft_wrap=True)
+    console.print(f"run directory: {summary.run_dir}", highlight=False, soft_wrap=True)

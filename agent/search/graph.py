@@ -1,0 +1,678 @@
+"""The agent as a LangGraph graph: spec -> retrieve -> plan -> produce (fan-out) -> evaluate
+-> select -> (next generation | persist) -> report.
+
+The graph's state holds only plain data (the spec, the planned tasks, each
+candidate's record, token usage), checkpointed to SQLite after every step,
+so ``kgen resume`` continues a killed run. Work that is expensive or costs
+money is also kept on disk per candidate — a model's reply, an evaluation's
+JSON — and reused on resume, so a resumed run neither pays twice for a reply
+nor re-runs a finished evaluation, even if it was killed inside a step.
+
+Candidates are produced in parallel (``Send`` per task: model calls overlap)
+and evaluated one at a time, because timings taken while another kernel runs
+on the same GPU would be wrong.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from kgen.agent.run_directory import RunDirectory
+from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions, local_target
+from kgen.agent.search.archive import SearchArchive
+from kgen.agent.search.policy import (
+    CandidateRecord,
+    CandidateTask,
+    apply_result,
+    best_for,
+    describe,
+    plan_generation,
+    split_budget,
+    stop_reason,
+)
+
+Progress = Callable[[str], None]
+
+
+class RunError(Exception):
+    """A run that cannot go on for a reason the user can fix (bad request, key, server)."""
+
+
+class _NoSpecReply(Exception):
+    """The model gave no usable reading of the request (the matcher reads it instead)."""
+
+
+def _ledger_dump(ledger) -> dict:
+    return ledger.model_dump(mode="json", exclude={"total_calls", "total_tokens", "total_cost_usd",
+                                                   "unpriced_calls"})
+
+
+def _merge(left: dict | None, right: dict | None) -> dict:
+    return {**(left or {}), **(right or {})}
+
+
+def _merge_usage(left: dict | None, right: dict | None) -> dict:
+    from kgen.agent.llm.usage import UsageLedger
+
+    ledger = UsageLedger.model_validate(left or {})
+    if right:
+        ledger.merge(UsageLedger.model_validate(right))
+    return _ledger_dump(ledger)
+
+
+class RunState(TypedDict, total=False):
+    spec: dict
+    dtype: str
+    baselines: dict[str, list[str]]
+    examples: dict[str, list[dict]]
+    guidance: dict[str, list[dict]]
+    generation: int
+    tasks: list[dict]
+    candidates: Annotated[dict[str, dict], _merge]
+    usage: Annotated[dict, _merge_usage]
+    stop_reason: str
+    winners: dict[str, dict]
+    #: the search's archive per target (``archive.SearchArchive``), updated after each generation
+    archive: dict
+
+
+class TaskInput(TypedDict):
+    """What one ``produce`` branch sees: its task and the slice of state its prompt needs."""
+
+    task: dict
+    spec: dict
+    dtype: str
+    examples: list[dict]
+    guidance: list[dict]
+    parents: dict[str, dict]
+
+
+def usable_backend(backend: str, targets: list[str]) -> dict:
+    """The run's backend and targets by their canonical names, or a RunError a person can act
+    on: an unknown backend (listing the known ones), its toolchain not installed (naming the
+    install command), or a target it cannot compile for (naming those it can)."""
+    from kgen.backends.registry import BackendUnavailableError, UnknownBackendError, require_usable
+    from kgen.backends.targets import UnknownTargetError, resolve_target
+
+    try:
+        hardware = list({resolve_target(t).name: resolve_target(t) for t in targets}.values())
+        name = require_usable(backend, hardware)
+    except (UnknownBackendError, BackendUnavailableError, UnknownTargetError) as exc:
+        raise RunError(str(exc.args[0] if exc.args else exc)) from exc
+    resolved = [t.name for t in hardware]
+    return {"backend": name, "targets": resolved}
+
+
+def agent_eval_options(device: str, backend: str, target: str, *, full: bool, train_check: bool,
+                       timeout_s: float, run_path: Path):
+    """How the agent evaluates a candidate: on a GPU, candidates are screened at the small size
+    plan and timed, and the winner is then verified at full sizes; on a CPU both plans are the
+    small one. ``scripts/eval_throughput.py`` measures exactly these options."""
+    from kgen.evals.harness import EvalOptions
+
+    return EvalOptions(
+        device=device,
+        backend=backend,
+        targets=[target],
+        small_sizes=device == "cuda" and not full,
+        n_seeds=3 if full else 2,
+        bench=device == "cuda",
+        train_check=train_check and full,
+        timeout_s=timeout_s,
+        baseline_cache_dir=str(run_path / "baselines"),
+        prestart=True,  # candidates are evaluated one after another: keep a verifier warm
+    )
+
+
+class Runner:
+    """The nodes of the graph, bound to one run directory and its options."""
+
+    def __init__(self, run: RunDirectory, options: RunOptions, progress: Progress | None = None,
+                 api_keys: dict[str, str] | None = None) -> None:
+        self.run = run
+        self.options = options
+        self.progress = progress or (lambda line: None)
+        self.api_keys = api_keys or {}
+        self.started = time.monotonic()
+        self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()  # produce branches run in parallel threads
+        self._device: str | None = None
+        self._spec_usage: dict = {}
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        self.run.log(line)
+        self.progress(line)
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            from kgen.evals.harness import UsageError, resolve_device
+
+            try:
+                self._device = resolve_device(self.options.device)
+            except UsageError as exc:
+                raise RunError(str(exc)) from exc
+        return self._device
+
+    def out_of_time(self) -> bool:
+        """--time counts this process's wall time: a resumed run gets the whole limit again."""
+        return self.options.time_s is not None and time.monotonic() - self.started > self.options.time_s
+
+    def abandon_model_calls(self) -> int:
+        """Let go of this run's model calls still waiting (the run is stopping): their threads
+        end now instead of at their deadlines."""
+        from kgen.agent.llm.model_calls import IN_FLIGHT
+
+        with self._clients_lock:
+            clients = list(self._clients.values())
+        return IN_FLIGHT.abandon(clients) if clients else 0
+
+    def problem_ref(self, state: RunState) -> str:
+        return state["spec"]["problem"]
+
+    def _client(self, label: str):
+        from kgen.agent.llm.models import parse_model
+        from kgen.agent.llm.providers import RUN_END_GRACE_S, ProviderError, make_client
+
+        # every call ends by its own deadline, and none outlives the run's --time by more than a grace
+        not_after = None if self.options.time_s is None else self.started + self.options.time_s + RUN_END_GRACE_S
+        with self._clients_lock:
+            if label not in self._clients:
+                spec = parse_model(label)
+                try:
+                    self._clients[label] = make_client(
+                        spec, api_key=self.api_keys.get(spec.provider),
+                        timeout_s=self.options.llm_timeout_s, max_retries=self.options.llm_retries,
+                        not_after=not_after,
+                    )
+                except ProviderError as exc:
+                    raise RunError(exc.message) from exc
+            return self._clients[label]
+
+    # -- spec ------------------------------------------------------------------------
+
+    def spec(self, state: RunState) -> dict:
+        from kgen.agent.spec.kernel_spec import SpecError, parse_request, parse_request_with_model
+        from kgen.backends.targets import DEFAULT_TARGET
+        from kgen.evals.problem.catalog import resolve_problem
+        from kgen.evals.problem.format import input_dtype
+
+        options = self.options
+        default = local_target() or DEFAULT_TARGET
+        try:
+            if options.problem_file:
+                spec = parse_request(options.request, default_target=default,
+                                     problem_file=options.problem_file)
+            elif options.offline:
+                spec = parse_request(options.request, default_target=default)
+            else:
+                # a model reads the request (checked against the catalog and the targets)
+                try:
+                    spec = parse_request_with_model(options.request, self._complete_json,
+                                                    default_target=default)
+                except _NoSpecReply as exc:
+                    spec = parse_request(options.request, default_target=default)
+                    spec.notes.insert(0, f"{exc}: the request was read by the matcher")
+        except SpecError as exc:
+            raise RunError(str(exc)) from exc
+        if spec.needs_reference_problem:
+            spec = spec.model_copy(update={"problem": str(self._write_reference_problem(spec.operation))})
+        if options.targets:
+            spec = spec.model_copy(update={"targets": list(options.targets)})
+        if options.backend:
+            spec = spec.model_copy(update={"backend": options.backend})
+        spec = spec.model_copy(update=usable_backend(spec.backend, spec.targets))
+        info = resolve_problem(spec.problem)
+        dtype = spec.dtypes[0] if spec.dtypes else input_dtype(info)
+        self.run.write("spec.json", spec.model_dump_json(indent=1))
+        self.say(f"spec: {info.name} · {spec.backend} · targets {', '.join(spec.targets)} · {dtype}"
+                 + (f" ({'; '.join(spec.notes)})" if spec.notes else ""))
+        return {"spec": spec.model_dump(mode="json"), "dtype": dtype, "generation": 0,
+                "usage": self._spec_usage}
+
+    def _recorded(self, label: str, folder: str):
+        """The one way a model is asked: counted in a ledger and saved under ``folder``
+        (``model_calls.py``); the ledger goes into the run's usage with the node's update."""
+        from kgen.agent.llm.model_calls import RecordedClient
+
+        return RecordedClient(label, lambda: self._client(label), self.run, folder)
+
+    def _complete_json(self, system: str, user: str, model_cls):
+        from kgen.agent.llm.providers import ProviderError
+        from kgen.agent.llm.structured_output import complete_json
+
+        client = self._recorded(self.options.models[0], "model_calls/spec")
+        try:
+            value, _ = complete_json(client, system, user, model_cls)
+        except ProviderError as exc:
+            if exc.kind in ("missing_key", "auth", "unreachable"):
+                raise RunError(exc.message) from exc
+            raise _NoSpecReply(exc.message) from exc
+        finally:
+            self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(client.ledger))
+        return value
+
+    def _write_reference_problem(self, operation: str) -> Path:
+        from kgen.agent.llm.providers import ProviderError
+        from kgen.agent.spec.reference_problem import ReferenceProblemError, new_reference_problem
+
+        client = self._recorded(self.options.models[0], "model_calls/reference_problem")
+
+        def complete_text(system: str, user: str) -> str:
+            try:
+                return client.complete(system, user, max_tokens=8000, temperature=0.2).text
+            except ProviderError as exc:
+                raise RunError(exc.message) from exc
+
+        self.say(f"'{operation}' is not in the catalog: asking {client.label} for a reference problem")
+        try:
+            path = new_reference_problem(operation, complete_text, self.run.path)
+        except ReferenceProblemError as exc:
+            raise RunError(f"the model's reference problem for '{operation}' failed its self-check: "
+                           f"{'; '.join(exc.reasons)}") from exc
+        finally:
+            self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(client.ledger))
+        self.say(f"reference problem written and self-checked: {path.name}")
+        return path
+
+    # -- retrieve --------------------------------------------------------------------
+
+    def retrieve(self, state: RunState) -> dict:
+        from kgen.agent.llm.prompt_context import PromptExample, PromptGuidance
+        from kgen.evals.problem.catalog import resolve_problem
+        from kgen.knowledge_base.errors import KnowledgeBaseError
+        from kgen.knowledge_base.retrieval import retrieve
+        from kgen.knowledge_base.seeding import open_knowledge_base
+
+        spec = state["spec"]
+        problem = resolve_problem(spec["problem"]).name
+        try:
+            kb = open_knowledge_base(self.options.kb, embedding=self.options.kb_embedding)
+        except KnowledgeBaseError as exc:
+            raise RunError(str(exc)) from exc
+        baselines: dict[str, list[str]] = {}
+        examples: dict[str, list[dict]] = {}
+        guidance: dict[str, list[dict]] = {}
+        for target in spec["targets"]:
+            found = retrieve(kb, self.options.request, backend=spec["backend"], target=target,
+                             problem=problem, dtype=state["dtype"])
+            same = [r.entry for r in found.examples if r.entry.problem == problem]
+            if same:
+                baselines[target] = [same[0].id, same[0].source]
+            examples[target] = [
+                PromptExample(source=r.entry.source, problem=r.entry.problem, backend=r.entry.backend,
+                              target=r.entry.target, description=r.entry.operation,
+                              summary=r.entry.summary_line()).model_dump()
+                for r in found.examples
+            ]
+            guidance[target] = [PromptGuidance(title=n.title, text=n.text).model_dump()
+                                for n in found.guidance]
+            self.say(f"knowledge base ({kb.location}): {len(found.examples)} example(s), "
+                     f"{len(found.guidance)} guidance note(s) for {target}"
+                     + (f"; starting point {same[0].id}" if same else "; no kernel for this problem yet"))
+        if self.options.offline and not baselines:
+            from kgen.knowledge_base import UNVERIFIED_SEEDS_DIR
+
+            waiting = UNVERIFIED_SEEDS_DIR / spec["backend"] / f"{problem}.py"
+            raise RunError(
+                f"offline mode (no model configured) tunes known kernels, and the knowledge base has "
+                f"no {spec['backend']} kernel for {problem}; configure a model (`kgen config`, "
+                "KGEN_MODELS or --model), or verify your own kernel with `kgen eval`"
+                + (f" (kgen ships one that waits for its GPU verification: `kgen eval {problem} {waiting} "
+                   f"--backend {spec['backend']} --device cuda`)" if waiting.is_file() else "")
+            )
+        return {"baselines": baselines, "examples": examples, "guidance": guidance}
+
+    # -- plan ------------------------------------------------------------------------
+
+    def budget_plan(self, state: RunState) -> list[int]:
+        """Candidates per generation. Generation 0 always has a slot for each target's known
+        kernel (``retrieve`` found them; see ``split_budget``), even when that is the only
+        slot: a run that knew a good kernel must never end with none."""
+        options = self.options
+        remeasures = len(state.get("baselines") or {})
+        if options.offline and self.device == "cpu":
+            return [max(min(options.budget, CPU_OFFLINE_VARIANTS + 1), remeasures)]
+        return split_budget(options.budget, options.generations, remeasures=remeasures)
+
+    def plan(self, state: RunState) -> dict:
+        from kgen.agent.llm.ensemble import Ensemble
+        from kgen.agent.llm.models import parse_model
+
+        generation = state.get("generation", 0)
+        sizes = self.budget_plan(state)
+        records = self.records(state)
+        spec = state["spec"]
+        baselines = {t: (v[0], v[1]) for t, v in (state.get("baselines") or {}).items()}
+        if generation >= len(sizes):
+            return {"tasks": []}
+        sources = {r.id: self.run.candidate_source(r.id).read_text() for r in records
+                   if self.run.candidate_source(r.id).is_file()}
+        models = None
+        if not self.options.offline:
+            ensemble = Ensemble([parse_model(m) for m in self.options.models])
+            models = lambda n: [m.label for m in ensemble.allocate(n)]  # noqa: E731
+        tasks = plan_generation(generation, sizes[generation], spec["targets"], records, sources, baselines,
+                                self.archive(state), random.Random(f"{self.options.seed}-{generation}"),
+                                models=models, backend=spec["backend"])
+        self.say(f"generation {generation}: {len(tasks)} candidate(s) "
+                 f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
+        only_remeasures = bool(tasks) and all(t.kind == "baseline" for t in tasks)
+        if not self.options.offline and len(sizes) == 1 and only_remeasures:
+            self.say(f"the budget ({self.options.budget}) is spent re-measuring the known kernel(s): "
+                     "no model is asked (raise --budget)")
+        return {"tasks": [t.model_dump() for t in tasks]}
+
+    def fan_out(self, state: RunState):
+        from langgraph.types import Send
+
+        tasks = state.get("tasks") or []
+        if not tasks:
+            return "select"
+        candidates = state.get("candidates") or {}
+        return [
+            Send("produce", {
+                "task": task, "spec": state["spec"], "dtype": state["dtype"],
+                "examples": state["examples"].get(task["target"], []),
+                "guidance": state["guidance"].get(task["target"], []),
+                "parents": {p: candidates[p] for p in task["parent_ids"] if p in candidates},
+            })
+            for task in tasks
+        ]
+
+    # -- produce ---------------------------------------------------------------------
+
+    def produce(self, payload: TaskInput) -> dict:
+        task = CandidateTask.model_validate(payload["task"])
+        record = CandidateRecord(**task.model_dump(exclude={"source"}))
+        source_path = self.run.candidate_source(task.id)
+        usage: dict = {}
+        self.run.write(f"candidates/{task.id}/task.json", task.model_dump_json(indent=1, exclude={"source"}))
+        if task.source is not None:
+            source_path.parent.mkdir(parents=True, exist_ok=True)
+            source_path.write_text(task.source)
+        elif not source_path.is_file():
+            source, reason, usage = self._ask_model(task, payload)
+            if source is None:
+                record.status, record.reason = "no_code", reason
+                self.say(f"{task.id} ({task.model}, {task.kind}): no code: {reason}")
+                return {"candidates": {task.id: record.model_dump()}, "usage": usage}
+            source_path.parent.mkdir(parents=True, exist_ok=True)
+            source_path.write_text(source)
+        return {"candidates": {task.id: record.model_dump()}, "usage": usage}
+
+    def _ask_model(self, task: CandidateTask, payload: TaskInput) -> tuple[str | None, str, dict]:
+        from kgen.agent.llm.code_extraction import NoCodeError, extract_candidate
+        from kgen.agent.llm.prompt_context import render_system, task_prompt
+        from kgen.agent.llm.providers import ProviderError
+
+        # a reply paid for before an interruption is on disk: the recorded client reuses it
+        client = self._recorded(task.model, f"candidates/{task.id}")
+        system = render_system(payload["spec"]["backend"])
+        user = task_prompt(
+            task, problem=payload["spec"]["problem"], backend=payload["spec"]["backend"], dtype=payload["dtype"],
+            examples=payload["examples"], guidance=payload["guidance"],
+            descriptions={p: c.get("description", "") for p, c in payload["parents"].items()},
+            read_source=lambda c: self.run.candidate_source(c).read_text(), load_eval=self.load_eval,
+        )
+        try:
+            completion = client.complete(system, user, max_tokens=16000, temperature=0.7)
+        except ProviderError as exc:
+            if exc.kind in ("missing_key", "auth", "unreachable"):
+                raise RunError(exc.message) from exc
+            return None, f"{exc.kind}: {exc.message}", _ledger_dump(client.ledger)
+        reply = completion.text
+        usage = _ledger_dump(client.ledger)
+        try:
+            return extract_candidate(reply), "", usage
+        except NoCodeError as exc:
+            return None, str(exc), usage
+
+    # -- evaluate --------------------------------------------------------------------
+
+    def eval_options(self, state: RunState, target: str, *, full: bool):
+        options = agent_eval_options(
+            self.device, state["spec"]["backend"], target, full=full, train_check=self.options.train_check,
+            timeout_s=self.options.eval_timeout_s, run_path=self.run.path,
+        )
+        # every candidate is cross-compiled for every target of the run: one made for H100 may
+        # serve MI300X too (its archive takes it if it compiles there; timed only where present)
+        return options.model_copy(update={"also_compile_for": [t for t in state["spec"]["targets"] if t != target]})
+
+    def load_eval(self, candidate_id: str, name: str = "eval.json"):
+        from kgen.evals.result import EvalResult
+
+        path = self.run.candidate_dir(candidate_id) / name
+        if not path.is_file():
+            return None
+        return EvalResult.model_validate_json(path.read_text())
+
+    def evaluate(self, state: RunState) -> dict:
+        """Every pending candidate, as one batch (``evals/batch.py``: on a GPU verified in
+        parallel, then timed one at a time); each result is saved the moment it is known."""
+        from kgen.evals.batch import evaluate_batch
+        from kgen.evals.harness import UsageError
+
+        updates: dict[str, dict] = {}
+        pending = sorted((r for r in self.records(state) if r.status == "pending"), key=lambda r: r.id)
+        results = {r.id: result for r in pending if (result := self.load_eval(r.id)) is not None}
+        for record in pending:
+            if record.id in results:  # evaluated before the run was interrupted
+                self.say(f"{record.id}: {describe(apply_result(record, results[record.id]))}")
+        todo = [r for r in pending if r.id not in results]
+
+        def announce(index: int) -> None:
+            record = todo[index]
+            self.say(f"evaluating {record.id} [{index + 1}/{len(todo)}] ({record.kind}"
+                     f"{', ' + record.description if record.description else ''})")
+
+        def save(index: int, result) -> None:
+            if result.cut_short:  # kgen is stopping: a resumed run verifies it again
+                return
+            record = todo[index]
+            self.run.write(f"candidates/{record.id}/eval.json", result.model_dump_json(indent=1))
+            results[record.id] = result
+            self.say(f"{record.id}: {describe(apply_result(record, result))}")
+
+        for target in dict.fromkeys(r.target for r in todo):
+            group = [i for i, r in enumerate(todo) if r.target == target]
+            try:
+                evaluate_batch(self.problem_ref(state), [self.run.candidate_source(todo[i].id) for i in group],
+                               self.eval_options(state, target, full=self.device == "cpu"),
+                               on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
+                               stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
+            except UsageError as exc:
+                raise RunError(str(exc)) from exc
+        if left := sum(1 for r in todo if r.id not in results):
+            self.say(f"time limit reached: {left} candidate(s) not evaluated")
+        for record in pending:
+            if record.id in results:
+                updates[record.id] = apply_result(record, results[record.id]).model_dump()
+        return {"candidates": updates}
+
+    # -- select ----------------------------------------------------------------------
+
+    def records(self, state: RunState) -> list[CandidateRecord]:
+        return [CandidateRecord.model_validate(c) for c in (state.get("candidates") or {}).values()]
+
+    def archive(self, state: RunState) -> SearchArchive:
+        if state.get("archive"):
+            return SearchArchive.model_validate(state["archive"])
+        return SearchArchive.new(state["spec"]["targets"], self.options.islands)
+
+    def _features(self, backend: str, record: CandidateRecord) -> dict[str, str]:
+        from kgen.backends.registry import get_backend
+
+        path = self.run.candidate_source(record.id)
+        return get_backend(backend).strategy_features(path.read_text()) if path.is_file() else {}
+
+    def select(self, state: RunState) -> dict:
+        from kgen.agent.llm.usage import UsageLedger
+        from kgen.agent.search.operators import operator_stats
+
+        records = self.records(state)
+        generation = state.get("generation", 0)
+        archive = self.archive(state)
+        backend = state["spec"]["backend"]
+        for line in archive.update(records, lambda r: self._features(backend, r), generation):
+            self.say(line)
+        self.run.write("search.json", json.dumps({
+            "archive": archive.model_dump(mode="json"),
+            "operators": {k: v.model_dump(mode="json") for k, v in operator_stats(records).items()},
+        }, indent=1))
+        for target in state["spec"]["targets"]:
+            best = best_for(records, target)
+            if best:
+                self.say(f"after generation {generation}, best for {target}: {best[0].id} ({describe(best[0])}; "
+                         f"{archive.targets[target].cell_count()} strateg(ies) in the archive)")
+        ledger = UsageLedger.model_validate(state.get("usage") or {})
+        stop = stop_reason(
+            archive, self.options, generation=generation, planned_generations=len(self.budget_plan(state)),
+            evaluated=len(records), out_of_time=self.out_of_time(), cost_usd=ledger.total_cost_usd,
+            cpu_offline=self.options.offline and self.device == "cpu",
+        )
+        update = {"archive": archive.model_dump(mode="json")}
+        if stop:
+            self.say(f"stopping: {stop}")
+            return {**update, "stop_reason": stop}
+        return {**update, "generation": generation + 1, "tasks": []}
+
+    def after_select(self, state: RunState) -> str:
+        return "persist" if state.get("stop_reason") else "plan"
+
+    # -- persist ---------------------------------------------------------------------
+
+    def persist(self, state: RunState) -> dict:
+        """Verify each target's winner at full sizes (GPU) and write it to the knowledge base."""
+        records = self.records(state)
+        winners: dict[str, dict] = {}
+        for target in state["spec"]["targets"]:
+            for record in best_for(records, target, n=3):
+                result = self._final_result(state, record)
+                if result.passed:
+                    winners[target] = {"candidate": record.id,
+                                       "kb": self._write_back(state, record, result, target)}
+                    break
+                self.say(f"{record.id} failed full verification "
+                         f"({result.rejection.value if result.rejection else 'rejected'}): next best")
+        return {"winners": winners}
+
+    def _final_result(self, state: RunState, record: CandidateRecord):
+        from kgen.evals.harness import evaluate
+
+        if self.device == "cpu":
+            return self.load_eval(record.id)  # the CPU plan is already the full one
+        cached = self.load_eval(record.id, "final_eval.json")
+        if cached is not None:
+            return cached
+        self.say(f"verifying {record.id} at full sizes for {record.target}")
+        result = evaluate(self.problem_ref(state), self.run.candidate_source(record.id),
+                          self.eval_options(state, record.target, full=True))
+        if not result.cut_short:
+            self.run.write(f"candidates/{record.id}/final_eval.json", result.model_dump_json(indent=1))
+        return result
+
+    def _write_back(self, state: RunState, record: CandidateRecord, result, target: str) -> str:
+        from kgen.knowledge_base.errors import KnowledgeBaseError
+        from kgen.knowledge_base.seeding import open_knowledge_base
+        from kgen.knowledge_base.write_back import entry_for_candidate, record_kernel
+
+        if not self.options.persist:
+            return "not written (--no-persist)"
+        entry = entry_for_candidate(
+            result, self.run.candidate_source(record.id).read_text(), record, run_id=self.run.run_id,
+            spec_text=self.options.request, target=target, dtype=state["dtype"],
+            operation=state["spec"]["operation"], shapes=state["spec"]["shapes"],
+        )
+        try:
+            outcome = record_kernel(open_knowledge_base(self.options.kb, embedding=self.options.kb_embedding), entry, generation_best=True)
+        except KnowledgeBaseError as exc:
+            self.say(f"could not write {record.id} to the knowledge base: {exc}")
+            return f"not written: {exc}"
+        self.say(f"knowledge base: {outcome.action.replace('_', ' ')} {outcome.id} for {target}")
+        return f"{outcome.action} {outcome.id}"
+
+    # -- report ----------------------------------------------------------------------
+
+    def report(self, state: RunState) -> dict:
+        from kgen.agent.runs.summary import write_outputs
+
+        write_outputs(self, state)
+        return {}
+
+
+def _stops_when_kgen_does(node: Callable[[Any], dict]) -> Callable[[Any], dict]:
+    """The node, after a check that no ending signal has come: one whose exception Python
+    swallowed where it landed (process_lifecycle) still stops the run before its next step."""
+    from kgen.evals.sandbox.lifecycle import raise_if_ending
+
+    @functools.wraps(node)
+    def checked(state: Any) -> dict:  # the run's state, or produce's task
+        raise_if_ending()
+        return node(state)
+
+    return checked
+
+
+def build_graph(runner: Runner, checkpointer: Any):
+    from langgraph.graph import END, START, StateGraph
+
+    graph = StateGraph(RunState)
+    for name in ("spec", "retrieve", "plan", "produce", "evaluate", "select", "persist", "report"):
+        graph.add_node(name, _stops_when_kgen_does(getattr(runner, name)))
+    graph.add_edge(START, "spec")
+    graph.add_edge("spec", "retrieve")
+    graph.add_edge("retrieve", "plan")
+    graph.add_conditional_edges("plan", runner.fan_out, ["produce", "select"])
+    graph.add_edge("produce", "evaluate")
+    graph.add_edge("evaluate", "select")
+    graph.add_conditional_edges("select", runner.after_select, {"plan": "plan", "persist": "persist"})
+    graph.add_edge("persist", "report")
+    graph.add_edge("report", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def open_checkpointer(run: RunDirectory):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    connection = sqlite3.connect(str(run.checkpoints), check_same_thread=False)
+    return SqliteSaver(connection), connection
+
+
+def execute(runner: Runner, *, resume: bool = False) -> RunState:
+    """Run (or continue) the graph to the end; the final state."""
+    checkpointer, connection = open_checkpointer(runner.run)
+    try:
+        graph = build_graph(runner, checkpointer)
+        config = {"configurable": {"thread_id": runner.run.run_id}, "recursion_limit": 500}
+        if resume:
+            snapshot = graph.get_state(config)
+            if not snapshot.next:
+                return snapshot.values  # finished already
+            graph.invoke(None, config)
+        else:
+            graph.invoke({"candidates": {}, "usage": {}}, config)
+        return graph.get_state(config).values
+    except BaseException:
+        runner.abandon_model_calls()  # interrupted: parallel branches stop waiting on models now
+        raise
+    finally:
+        connection.close()
+
+
+def save_options(run: RunDirectory, options: RunOptions) -> None:
+    run.write("run.json", json.dumps({"options": options.model_dump(mode="json")}, indent=1))
+
+
+def load_options(run: RunDirectory) -> RunOptions:
+    return RunOptions.model_validate(json.loads(run.file("run.json").read_text())["options"])

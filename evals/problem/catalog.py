@@ -1,0 +1,63 @@
+"""The shipped problem catalog and name resolution (names, aliases, paths)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from kgen.evals.problem.format import ProblemInfo, read_problem
+
+CATALOG_DIR = Path(__file__).resolve().parent / "problems"
+
+
+class UnknownProblemError(LookupError):
+    """A problem name that is neither a catalog entry nor an existing file."""
+
+
+def normalise_name(text: str) -> str:
+    """Fold case, spaces, dashes and underscores so 'RMSNorm bwd' meets 'rmsnorm_bwd'."""
+    return re.sub(r"[\s_\-./]+", "", text.lower())
+
+
+@lru_cache(maxsize=1)
+def catalog() -> tuple[ProblemInfo, ...]:
+    """Every problem shipped with kgen, sorted by name."""
+    infos = [read_problem(p) for p in sorted(CATALOG_DIR.glob("*.py")) if not p.name.startswith("_")]
+    return tuple(sorted(infos, key=lambda info: info.name))
+
+
+def _index() -> dict[str, ProblemInfo]:
+    index: dict[str, ProblemInfo] = {}
+    for info in catalog():
+        for key in (info.name, info.path.stem, *info.aliases):
+            index.setdefault(normalise_name(key), info)
+    return index
+
+
+def nearest_names(text: str, limit: int = 3) -> list[str]:
+    """Catalog names closest to what someone typed, for 'did you mean' messages."""
+    index = _index()
+    keys = difflib.get_close_matches(normalise_name(text), list(index), n=limit * 3, cutoff=0.4)
+    names: list[str] = []
+    for key in keys:
+        if index[key].name not in names:
+            names.append(index[key].name)
+    return names[:limit]
+
+
+def resolve_problem(name_or_path: str | Path) -> ProblemInfo:
+    """A catalog name or alias, or the path of a problem file (KernelBench files welcome)."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.suffix == ".py" or path.exists():
+        if not path.is_file():
+            raise UnknownProblemError(f"problem file not found: {text}")
+        return read_problem(path)
+    found = _index().get(normalise_name(text))
+    if found is None:
+        hint = nearest_names(text)
+        suffix = f"; did you mean {', '.join(hint)}?" if hint else ""
+        raise UnknownProblemError(f"unknown problem '{text}'{suffix} (see `kgen problems list`)")
+    return found

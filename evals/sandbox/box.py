@@ -1,0 +1,236 @@
+"""A box for untrusted candidate code: a child process that can only cost itself.
+
+The child gets a hard wall-clock timeout (its whole process group is killed),
+a registration that ends it with kgen (``process_lifecycle.py``: signal handlers, a
+parent-death signal and a watchdog), an environment built from an allow-list with anything that looks like a
+credential removed, a fresh temporary working directory as its HOME and
+TMPDIR, resource limits (no core dumps, bounded file size, bounded address
+space on CPU runs) and, where the OS allows an unprivileged or root
+``unshare -n``, a network namespace with no interfaces at all.
+
+A child may also be started ahead of need (``worker_pool.py``): it is boxed exactly as a
+cold one (same environment, limits and box directory) and only waits for its arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from kgen.evals.sandbox.lifecycle import (
+    PARENT_PID_ENV,
+    die_with_parent,
+    raise_if_ending,
+    register,
+    stopped_by,
+    unregister,
+)
+
+if TYPE_CHECKING:
+    from kgen.evals.sandbox.worker_pool import Spare
+
+#: Environment variables a candidate may see (prefixes end in "_").
+ENV_ALLOW = (
+    "PATH", "LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS", "LC_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "PYTORCH_", "CUTE_", "KGEN_",
+)
+#: Names that look like credentials are dropped even when allowed above.
+SECRET_PATTERN = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+
+
+class SandboxLimits(BaseModel):
+    timeout_s: float = 300.0
+    #: bytes kept from each of stdout and stderr (the rest is read from disk, never held)
+    output_tail_bytes: int = 4000
+    #: the largest file the child may write (stdout and stderr are files too)
+    max_file_bytes: int = 64 * 1024 * 1024
+    #: address-space cap; None where CUDA's large virtual mappings make it unusable
+    max_address_space_bytes: int | None = None
+    isolate_network: bool = True
+
+
+class SandboxOutcome(BaseModel):
+    returncode: int | None
+    timed_out: bool
+    signal_name: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    seconds: float
+    network_isolated: bool
+    workdir: str
+    #: the child was a spare started ahead of need (its imports were done before the request)
+    prestarted: bool = False
+    #: kgen ended the child itself because kgen was stopping (a signal to kgen, its exit):
+    #: the child's death says nothing about the candidate
+    stopped_by: str | None = None
+
+
+def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    base = os.environ if base is None else base
+    env = {}
+    for name, value in base.items():
+        allowed = any(name == a or (a.endswith("_") and name.startswith(a)) for a in ENV_ALLOW)
+        if allowed and not SECRET_PATTERN.search(name):
+            env[name] = value
+    return env
+
+
+@lru_cache(maxsize=1)
+def network_isolation_prefix() -> tuple[str, ...]:
+    """``unshare -n`` if it works here (it needs root or user namespaces), else nothing."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    try:
+        probe = subprocess.run([unshare, "-n", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return (unshare, "-n") if probe.returncode == 0 else ()
+
+
+def _limit_resources(limits: SandboxLimits, parent_pid: int) -> None:
+    """Runs in the child between fork and exec."""
+    die_with_parent(parent_pid)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
+    if limits.max_address_space_bytes:
+        cap = limits.max_address_space_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def _tail(path: Path, limit: int) -> tuple[str, int]:
+    size = path.stat().st_size if path.exists() else 0
+    if size == 0:
+        return "", 0
+    with path.open("rb") as fh:
+        fh.seek(max(0, size - limit))
+        text = fh.read().decode("utf-8", errors="replace")
+    return (("…" + text) if size > limit else text), size
+
+
+def _signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def child_environment(workdir: Path, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a boxed child sees: the allow-list, the box as HOME and TMPDIR, and kgen's pid."""
+    env = scrubbed_environment()
+    # No bytecode caches: the candidate's first `import triton` must not write into site-packages.
+    env.update({"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(extra_env or {})
+    env[PARENT_PID_ENV] = str(os.getpid())
+    return env
+
+
+def start_boxed(
+    module: str,
+    args: Sequence[str],
+    limits: SandboxLimits,
+    workdir: Path,
+    extra_env: Mapping[str, str] | None = None,
+    stdin: int | IO | None = subprocess.DEVNULL,
+) -> tuple[subprocess.Popen, bool]:
+    """Start ``python -m module args...`` in the box ``workdir``, registered to die with kgen.
+
+    The one place a boxed child is started, cold or spare. Returns the process and whether
+    its network is isolated. Its stdout and stderr go to files in the box."""
+    raise_if_ending()  # kgen is stopping: no new verifier
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = child_environment(workdir, extra_env)
+    parent_pid = os.getpid()
+    prefix = network_isolation_prefix() if limits.isolate_network else ()
+    argv = [*prefix, sys.executable, "-m", module, *args]
+    with (workdir / "stdout.txt").open("wb") as out, (workdir / "stderr.txt").open("wb") as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=env,
+            stdin=stdin,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,  # its own process group: a timeout kills its children too
+            preexec_fn=lambda: _limit_resources(limits, parent_pid),
+        )
+    register(proc.pid, f"{module} (pid {proc.pid})")
+    return proc, bool(prefix)
+
+
+def run_python_module(
+    module: str,
+    args: Sequence[str],
+    limits: SandboxLimits,
+    extra_env: Mapping[str, str] | None = None,
+    workdir: Path | None = None,
+    spare: Spare | None = None,
+) -> SandboxOutcome:
+    """Run ``python -m module args...`` in the box and wait for it (or kill it).
+
+    ``spare``: a child of the same kind already started in ``workdir`` (``worker_pool.take``);
+    it is handed ``args`` instead of starting a cold one, unless it has died meanwhile."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="kgen-box-"))
+    start = time.monotonic()
+    proc = spare.hand_over(args) if spare is not None and spare.box == workdir else None
+    prestarted = proc is not None
+    if proc is not None:
+        network_isolated = spare.network_isolated
+    else:
+        if spare is not None:
+            spare.discard(remove_dir=False)  # its box is this run's box: the cold child reuses it
+        proc, network_isolated = start_boxed(module, args, limits, workdir, extra_env)
+    timed_out = False
+    try:
+        proc.wait(timeout=limits.timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        # after a timeout, an exit (its children left behind) or an interrupt of kgen itself
+        kill_group(proc)
+    raise_if_ending()  # a child cut short by kgen's own stop is no verdict on the candidate
+    stopped = stopped_by(proc.pid) if proc.returncode == -signal.SIGKILL else None  # else it ended first
+    stdout_tail, stdout_bytes = _tail(workdir / "stdout.txt", limits.output_tail_bytes)
+    stderr_tail, stderr_bytes = _tail(workdir / "stderr.txt", limits.output_tail_bytes)
+    return SandboxOutcome(
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        signal_name=None if timed_out else _signal_name(proc.returncode),
+        stdout_tail=stdout_tail,
+        stderr_tail=stderr_tail,
+        stdout_bytes=stdout_bytes,
+        stderr_bytes=stderr_bytes,
+        seconds=time.monotonic() - start,
+        network_isolated=network_isolated,
+        workdir=str(workdir),
+        prestarted=prestarted,
+        stopped_by=stopped,
+    )
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's whole process group, reap it, and forget it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    unregister(proc.pid)

@@ -1,0 +1,1 @@
+"""Many problems at once: suite discovery, tables and charts, and the harness self-test."""

@@ -1,0 +1,1 @@
+"""The verifier's child process: its entry point and one module per stage."""

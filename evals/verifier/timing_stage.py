@@ -1,0 +1,231 @@
+"""The timing stage of the verifier's child: the verified candidate against eager and torch.compile.
+
+Run on the GPU only, after correctness, at the problem's default sizes; every figure is
+judged before it is reported (timers tampered with, work deferred past the timer, a time
+under the speed-of-light floor).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kgen.evals.result import Rejected, RejectionClass, StageStatus
+from kgen.evals.timing.gpu_sharing import GpuNeighbours
+
+#: Input sets rotated through timed calls, so no trial reuses the previous trial's buffers.
+TIMING_INPUT_SETS = 3
+
+
+def _comparable(ev, problem, torch) -> dict[str, Any]:
+    """What makes two baseline timings comparable: the problem file, its sizes and policies,
+    the device and the library versions (a cache key's parts): torch's and those of every
+    toolchain the candidate's backend requires (``BackendInfo.requires``)."""
+    import importlib
+
+    from kgen.backends.registry import backend_info
+    from kgen.evals.timing.baseline_cache import file_digest
+
+    toolchains = {
+        name: str(getattr(importlib.import_module(name), "__version__", "unknown"))
+        for name in backend_info(ev.request.backend).requires
+    }
+    return {
+        "problem": file_digest(ev.request.problem_path), "sizes": problem.sizes,
+        "policies": ev.request.policies.describe(), "device": torch.cuda.get_device_name(ev.device),
+        "torch": torch.__version__, **toolchains,
+    }
+
+
+def _sync_calibration(reference, input_sets, host_reference: bool, torch) -> tuple[Any, str | None]:
+    """The honest op the deferred-work check is judged against, timed in this process on the
+    candidate's inputs: the eager reference, or a device copy of the first input when the
+    reference runs on the host. Failing to calibrate is noted and falls back, never rejects."""
+    from kgen.evals.timing.measure import calibrate_sync
+
+    try:
+        if not host_reference:
+            return calibrate_sync(reference, input_sets, "eager reference"), None
+        first = next(x for x in input_sets[0] if isinstance(x, torch.Tensor) and x.is_cuda)
+        return calibrate_sync(lambda: first.clone(), [()], "device copy"), None
+    except Exception as exc:  # noqa: BLE001 - the check falls back to the call's own spread
+        return None, f"not calibrated ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+
+
+class PhaseClock:
+    """Seconds per phase of the timing stage, each lap ending the phase it names."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 3)
+        self._last = now
+
+
+def _note_cache(outcome, name: str, errors: dict[str, str]) -> None:
+    """A re-measured baseline's drift, or a corrupt cache entry ignored, goes into the report."""
+    if outcome.drift:
+        errors[f"{name} drift"] = outcome.drift
+    if outcome.note:
+        errors[f"{name} cache"] = outcome.note
+
+
+def reusable_cache_dir(cache_dir: str | None, neighbours: GpuNeighbours) -> str | None:
+    """The run's baseline cache, unless other processes share the GPU now: baselines are then
+    timed fresh beside the candidate, under the same load, and not kept for later candidates
+    (a figure taken beside a neighbour would be reused long after the neighbour left)."""
+    return None if neighbours.describe() else cache_dir
+
+
+def _device_figure(cache_dir: str | None, same: dict[str, Any], figure: str, measure,
+                   errors: dict[str, str]) -> float:
+    """The device's copy bandwidth or matmul rate, measured once per device for the run."""
+    from kgen.evals.timing.baseline_cache import cache_key, cached
+
+    outcome = cached(cache_dir, cache_key(device=same["device"], torch=same["torch"], figure=figure),
+                     lambda: {"value": measure()})
+    _note_cache(outcome, figure, errors)
+    return outcome.value["value"]
+
+
+def run_timing(ev) -> None:
+    """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
+    problem's default sizes; judge the figures before reporting them."""
+    from kgen.backends.targets import UnknownTargetError, resolve_target
+    from kgen.evals.checks.compare import compare_output, failure_of, flatten_outputs
+    from kgen.evals.problem.format import load_problem
+    from kgen.evals.timing.baseline_cache import cache_key, cached
+    from kgen.evals.timing.baselines import BaselineUnavailable, liger_baseline
+    from kgen.evals.timing.bench_result import BenchResult
+    from kgen.evals.timing.measure import measure_copy_bandwidth, measure_matmul_tflops, time_on_gpu
+    from kgen.evals.timing.sol import faster_than_light, speed_of_light, with_measurement
+
+    if not ev.request.bench:
+        return
+    started = time.monotonic()
+    phases = PhaseClock()
+    torch = ev.torch
+    if ev.device.type != "cuda":
+        ev.stage("timing", StageStatus.SKIPPED, "timings need a GPU: not measured", started)
+        return
+    sizes = ev.request.bench_sizes or ev.request.size_sets[0]
+    problem = load_problem(ev.request.problem_path, sizes)
+    seed = ev.request.seeds[0]
+    from kgen.evals.problem.memory_plan import ReferencePlacement
+
+    # Rotating input sets keep the L2 cache from serving a trial; a problem too big for the
+    # device to hold its reference is gigabytes per input, far past any L2: one set is enough.
+    big = ev.memory.placement(sizes) is ReferencePlacement.HOST
+    phases.lap("setup")  # the problem at the timing sizes and its memory plan
+    input_sets = [ev.inputs_for(problem, seed + 1000 + i, "normal") for i in range(1 if big else TIMING_INPUT_SETS)]
+    reference, candidate = ev.models(problem, seed)
+    last: dict[str, Any] = {}
+
+    def timed_candidate(*args: Any) -> Any:
+        last["args"], last["out"] = args, candidate(*args)
+        return last["out"]
+
+    from kgen.evals.timing.gpu_sharing import gpu_neighbours
+
+    # Asked before timing: a timing beside another process's kernels is marked as shared.
+    # Asking can fail (NVML's library, the driver): the timing is then reported as not checked.
+    try:
+        neighbours = gpu_neighbours(ev.device.index or 0, pci_bus_id=getattr(
+            torch.cuda.get_device_properties(ev.device), "pci_bus_id", None))
+    except Exception as exc:  # noqa: BLE001 - a failed check is reported, never fatal
+        neighbours = GpuNeighbours(available=False, reason=f"{type(exc).__name__}: {exc}")
+    measurements: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    with torch.no_grad():
+        phases.lap("inputs")
+        calibration, calibration_note = _sync_calibration(reference, input_sets, big, torch)
+        if calibration_note:
+            errors["sync_calibration"] = calibration_note
+        phases.lap("calibration")
+        with ev.guard:
+            result = time_on_gpu(timed_candidate, input_sets, budget_s=2.0, calibration=calibration)
+        ev.raise_guard_violation()
+        phases.lap("candidate")
+        measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
+        # The outputs of a timed call are checked again: no switching behaviour once timing starts.
+        index = next(i for i, s in enumerate(input_sets) if s[0] is last["args"][0])
+        _, ref64 = ev.references(reference, input_sets[index])
+        outputs = [o.clone() for o in flatten_outputs(last["out"])]
+        comparisons = [
+            compare_output(i, o, r, precision=ev.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
+        ]
+        failure = failure_of(comparisons)
+        if failure is not None:
+            raise Rejected(RejectionClass.STALE_OUTPUT, f"the output of a timed call is wrong: {failure}")
+        phases.lap("recheck")
+        # Built only when timed: torch.compile's first call imports dynamo and inductor (seconds),
+        # which a baseline reused from the run's cache does not need.
+        baselines: list[tuple[str, Any]] = [
+            ("eager", lambda: reference), ("torch.compile", lambda: torch.compile(reference)),
+            ("liger", lambda: liger_baseline(problem)),
+        ]
+        same = _comparable(ev, problem, torch)
+        for name, build in baselines:
+            try:
+                outcome = cached(reusable_cache_dir(ev.request.baseline_cache_dir, neighbours), cache_key(**same, baseline=name),
+                                 # a baseline is honest by construction: no deferred-work series
+                                 lambda build=build: time_on_gpu(build(), input_sets, budget_s=2.0,
+                                                                 check_sync=False).model_dump())
+            except BaselineUnavailable as exc:
+                errors[name] = f"not measured: {exc}"
+                continue
+            except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
+                errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                continue
+            measurements[name] = {**outcome.value, "reused": outcome.reused, "age_s": round(outcome.age_s, 1)}
+            _note_cache(outcome, name, errors)
+        phases.lap("baselines")
+    if any(flag.startswith("timer_patched") for flag in result.flags):
+        raise Rejected(RejectionClass.TIMING_ATTACK, f"the timers were tampered with: {'; '.join(result.flags)}")
+    if any(flag.startswith("deferred_work") for flag in result.flags):
+        raise Rejected(RejectionClass.DEFERRED_WORK, f"timing the candidate: {'; '.join(result.flags)}")
+    dtype = next((x.dtype for x in input_sets[0] if isinstance(x, torch.Tensor) and x.is_floating_point()), torch.float32)
+    sol = None
+    try:
+        target = resolve_target(torch.cuda.get_device_name(ev.device))
+        sol = speed_of_light(
+            problem.bytes_moved(), problem.flops(), target, dtype,
+            measured_bandwidth_tbs=_device_figure(
+                reusable_cache_dir(ev.request.baseline_cache_dir, neighbours), same, "copy_tbs", lambda: measure_copy_bandwidth(ev.device), errors),
+            measured_matrix_tflops=_device_figure(
+                reusable_cache_dir(ev.request.baseline_cache_dir, neighbours), same, "matmul_tflops", lambda: measure_matmul_tflops(ev.device),
+                errors),
+        )
+    except UnknownTargetError as exc:
+        errors["sol"] = f"no speed-of-light: {exc}"
+    eager_ms = measurements.get("eager", {}).get("median_ms")
+    if sol is not None:
+        if faster_than_light(sol, result.median_ms):
+            raise Rejected(
+                RejectionClass.TIMING_ATTACK,
+                f"measured {result.median_ms:.4f} ms, under the speed-of-light floor of {sol.floor_ms:.4f} ms: "
+                "a time the hardware cannot reach is a measurement being fooled, not a record",
+            )
+        sol = with_measurement(sol, result.median_ms, baseline_ms=eager_ms)
+    phases.lap("sol")
+    ev.report.bench = BenchResult.model_validate({
+        "device_name": torch.cuda.get_device_name(ev.device),
+        "sizes": problem.sizes,
+        "measurements": measurements,
+        "errors": errors,
+        "sol": sol.model_dump() if sol is not None else None,
+        "shared_gpu": neighbours.describe(),
+        "sync_calibration": calibration.model_dump() if calibration is not None else None,
+        "gpu_check": "NVML" if neighbours.available else f"not checked: {neighbours.reason}",
+        "phase_seconds": phases.seconds,
+    })
+    if neighbours.describe():
+        ev.report.bench.errors["shared_gpu"] = neighbours.describe()
+    speedups = ", ".join(
+        s.text for s in (ev.report.bench.speedup(name) for name in ("eager", "torch.compile")) if s is not None
+    )
+    pct = f", {sol.pct_of_sol:.0f}% of speed-of-light" if sol is not None and sol.pct_of_sol is not None else ""
+    ev.stage("timing", StageStatus.PASSED, f"median {result.median_ms:.4f} ms ({speedups}{pct})", started)

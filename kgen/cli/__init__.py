@@ -1,0 +1,1 @@
+"""The `kgen` command line."""

@@ -1,0 +1,59 @@
+"""`kgen report RUN`: one run as a self-contained HTML page (``kgen.agent.runs.html_report``).
+
+RUN is found the way `kgen resume` finds it (a run id or its unambiguous start under the
+runs folder, or a run directory's path), so a person goes from `kgen runs` to a report
+without typing a path. The command prints only the page's path on stdout, so scripts can
+use it (`xdg-open $(kgen report RUN)`); an unknown run is bad usage (exit 2, one line).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgen.cli.terminal import console, fail_usage
+
+
+def report_command(
+    run: Annotated[str, typer.Argument(help="Run id (or its start), or a run directory.")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write report.html and its charts here instead of into the run directory.")] = None,
+    open_page: Annotated[bool, typer.Option("--open", help="Open the report in a web browser.")] = False,
+    candidate: Annotated[str | None, typer.Option(
+        "--candidate", metavar="ID", help="Also trace this candidate's lineage (e.g. g2-c01), not only the winners'.")] = None,
+) -> None:
+    """Write an HTML report of a run: progress, the winner's lineage with diffs, verification
+    margins, operators, the final kernels and the models' cost.
+
+    Example: kgen report 20261122-081500-3fa9c1 --open
+    """
+    from kgen.agent.run_directory import RunDirectory, RunNotFoundError
+    from kgen.agent.runs.backend_runs import is_backend_runs, started_runs
+    from kgen.agent.runs.html_report import write_report
+    from kgen.core.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings({})
+    except SettingsError as exc:
+        fail_usage(str(exc))
+    try:
+        found = RunDirectory.find(run, settings.runs_location)
+    except RunNotFoundError as exc:
+        fail_usage(str(exc.args[0] if exc.args else exc))
+    # a request over several backends holds one run per backend: a report for each
+    runs = started_runs(found) if is_backend_runs(found) else [found.path]
+    if not runs:
+        fail_usage(f"run {found.run_id} holds no backend's run yet (`kgen resume {found.run_id}`)")
+    for path in runs:
+        try:
+            page = write_report(path, out / path.name if out is not None and path != found.path else out,
+                                candidate)
+        except OSError as exc:
+            fail_usage(f"cannot write the report for run {found.run_id}: {exc}")
+        console.print(str(page), highlight=False, soft_wrap=True)
+        if open_page:
+            import webbrowser
+
+            webbrowser.open(page.resolve().as_uri())

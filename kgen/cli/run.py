@@ -1,0 +1,197 @@
+"""The main job: `kgen "Triton RMSNorm backward for H100"`, `kgen resume RUN`, `kgen runs`.
+
+Exit codes: 0 a verified kernel for every target, 1 the run finished without
+one for some target, 2 bad usage (request, key, server, options), 3 a verified
+kernel for every target but no model produced code (every call failed, or prose
+only: the kernel is the knowledge base's), 130 interrupted (it prints how to
+resume the run).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.markup import escape
+
+from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.core.option_table import OPTIONS, Option
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def _settings(overrides: dict):
+    from kgen.core.settings import SettingsError, load_settings
+
+    try:
+        return load_settings(overrides)
+    except SettingsError as exc:
+        fail_usage(str(exc))
+
+
+class LiveProgress:
+    """Event lines on stderr under a spinner whose line (``kgen.cli.display.RunStatusLine``) shows
+    the run's clock, the latest step and the model calls being waited on, live."""
+
+    def __init__(self, console=None) -> None:
+        from kgen.cli.display import RunStatusLine
+
+        self.console = console or err_console
+        self.line = RunStatusLine()
+        self.started = self.line.started
+        self.status = self.console.status(self.line)
+
+    def __enter__(self) -> LiveProgress:
+        self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.status.__exit__(*exc)
+
+    def __call__(self, line: str) -> None:
+        elapsed = time.monotonic() - self.started
+        # lines quote model labels and verifier reasons: text, never markup
+        self.console.print(f"[dim]{elapsed:6.1f}s[/] {escape(line)}", highlight=False, soft_wrap=True)
+        self.line.event(line)
+
+
+def _report(summary, json_output: bool) -> None:
+    from kgen.agent.runs.summary import render_summary
+
+    if json_output:
+        print(summary.model_dump_json(indent=1))
+    else:
+        render_summary(summary, console)
+    if not summary.best or len(summary.best) < len(summary.targets):
+        raise typer.Exit(1)
+    if summary.no_model_code:
+        raise typer.Exit(3)  # a kernel, but not the models': none of them produced code
+
+
+def _run(start) -> None:
+    from kgen.agent.run_directory import RunInUseError, RunNotFoundError
+    from kgen.agent.search.graph import RunError
+
+    try:
+        with LiveProgress() as progress:
+            summary = start(progress)
+    except (RunError, RunNotFoundError, RunInUseError, FileExistsError) as exc:
+        fail_usage(str(exc))
+    except KeyboardInterrupt:
+        # the run said how to continue; the CLI framework would turn this into "Aborted!"
+        raise typer.Exit(130) from None
+    return summary
+
+
+def run_option_parameters(exclude: Collection[str] = (),
+                          options: Sequence[Option] = OPTIONS) -> list[inspect.Parameter]:
+    """The flags of every run option that has one, as typer reads them from a signature:
+    keyword-only ``Annotated[type, typer.Option(...)]`` parameters named after the options,
+    None ("as configured") for a setting, the table's default for a run-only option."""
+    parameters = []
+    for entry in options:
+        if not entry.flags or entry.run is None or entry.name in exclude:
+            continue
+        flag = typer.Option(*entry.flags, help=escape(entry.full_help()), metavar=entry.metavar,
+                            rich_help_panel=entry.section)
+        parameters.append(inspect.Parameter(
+            entry.name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[entry.flag_type(), flag],
+            default=None if entry.is_setting else entry.default))
+    return parameters
+
+
+def with_run_options(exclude: Collection[str] = ()) -> Callable[[Command], Command]:
+    """Give a command every run option's flag, as `kgen run` has them (`kgen solve SUITE_DIR`
+    takes the same): the command declares its own arguments and options, then ``**options``,
+    and receives the parsed run options there (option name -> value, None = not given),
+    ready for ``kgen.api.run_options(request, options)``::
+
+        @with_run_options(exclude={"problem"})
+        def solve_command(suite: Annotated[Path, typer.Argument()], *, json_output: ... = False,
+                          **options: Any) -> None: ...
+
+    typer reads ``__signature__``: the command's positional parameters, the run options (in
+    the table's order, grouped in `--help` by section), then its own keyword-only ones."""
+
+    def decorate(command: Command) -> Command:
+        own = inspect.signature(command, eval_str=True).parameters.values()
+        first = [p for p in own if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        last = [p for p in own if p.kind == p.KEYWORD_ONLY]
+        command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [*first, *run_option_parameters(exclude), *last])
+        return command
+
+    return decorate
+
+
+@with_run_options()
+def run_command(
+    request: Annotated[str, typer.Argument(help="What to build, e.g. 'Triton RMSNorm backward for H100'.")],
+    *,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+    **options: Any,
+) -> None:
+    """Generate, verify, measure and remember a kernel for a request (the main job).
+
+    With no model configured kgen runs offline: it takes the knowledge base's best
+    kernel for the request and tunes its parameters for the target. `kgen "..."` is
+    short for `kgen run "..."`; options not given come from `KGEN_*` variables, then
+    $KGEN_HOME/config.toml (`kgen config`). An interrupted run continues with
+    `kgen resume RUN`. A request for "both backends" (or naming two) runs each
+    backend in turn and reports the best of each.
+
+    Example: kgen "layernorm fwd bf16 for H100 and MI300X" -m openai:gpt-5 --budget 16
+    """
+    from kgen.agent.runs.start import start_run
+    from kgen.api import KgenUsageError, api_keys, run_options
+
+    try:
+        run, settings = run_options(request, options)
+    except KgenUsageError as exc:
+        fail_usage(str(exc))
+    summary = _run(lambda progress: start_run(run, runs_dir=settings.runs_location, out=options.get("out"),
+                                              progress=progress, api_keys=api_keys(settings)))
+    _report(summary, json_output)
+
+
+def resume_command(
+    run: Annotated[str, typer.Argument(help="Run id (or its start), or a run directory.")],
+    json_output: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+) -> None:
+    """Continue an interrupted run; finished evaluations and paid model replies are reused."""
+    from kgen.agent.runs.start import resume_run
+    from kgen.api import api_keys
+
+    settings = _settings({})
+    summary = _run(lambda progress: resume_run(run, runs_dir=settings.runs_location,
+                                               progress=progress, api_keys=api_keys(settings)))
+    _report(summary, json_output)
+
+
+def runs_command() -> None:
+    """List runs in $KGEN_HOME/runs, newest last, with their outcome."""
+    import json
+
+    from rich.table import Table
+
+    from kgen.agent.run_directory import RunDirectory
+
+    settings = _settings({})
+    table = Table(title=f"runs in {settings.runs_location}", title_justify="left")
+    for column in ("run", "request", "outcome"):
+        table.add_column(column, overflow="fold", no_wrap=column == "run")
+    paths = RunDirectory.list_runs(settings.runs_location)
+    for path in paths:
+        request = json.loads((path / "run.json").read_text())["options"]["request"]
+        summary_path = path / "summary.json"
+        if summary_path.is_file():
+            summary = json.loads(summary_path.read_text())
+            outcome = f"{len(summary['best'])}/{len(summary['targets'])} target(s) verified"
+        else:
+            outcome = f"unfinished: kgen resume {path.name}"
+        table.add_row(path.name, request, outcome)
+    console.print(table)
+    console.print(f"{len(paths)} run(s)", highlight=False)

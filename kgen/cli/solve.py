@@ -1,0 +1,80 @@
+"""`kgen solve SUITE_DIR`: the main job over every problem of a KernelBench-style folder.
+
+Each problem gets its own run with `kgen run`'s options (``--budget`` is per problem); the
+suite ends with `kgen bench`'s fast_p table against eager and torch.compile and an index of
+every problem's report (``kgen.agent.runs.suite_runs``). Running it again with the same ``--out``
+continues: finished problems are kept, interrupted ones resumed.
+
+Exit codes: 0 a verified kernel for every problem, 1 some problem without one, 2 bad usage,
+130 interrupted (it prints how to continue).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from kgen.cli.run import LiveProgress, with_run_options
+from kgen.cli.terminal import console, err_console, fail_usage
+
+DEFAULT_OUT = Path("kgen-solve")
+
+
+@with_run_options(exclude={"problem", "out"})
+def solve_command(
+    suite: Annotated[Path, typer.Argument(help="A folder of KernelBench-format problem files (a KernelBench "
+                                                "level folder works).")],
+    *,
+    out: Annotated[Path, typer.Option("--out", help="The suite's folder: state, one run per problem, the "
+                                                    "fast_p table and index.html. Same --out again continues.")
+                   ] = DEFAULT_OUT,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Problems at once on a CPU (verification only); "
+                                                            "with a GPU problems always run one at a time.")] = 1,
+    only: Annotated[list[str] | None, typer.Option("--only", metavar="NAME", help="Run only this problem "
+                                                   "(name or file stem), repeatable; the table still lists all.")
+                    ] = None,
+    **options: Any,
+) -> None:
+    """Run the agent over every problem of a suite folder and report fast_p.
+
+    Every problem is a run of its own (`kgen run`'s options apply: models, --budget per problem,
+    targets, device, ...). Offline, a problem needs a kernel for it in the knowledge base;
+    with models, they write the kernels. The table counts every problem: one without a verified
+    kernel stays in the denominator.
+
+    Example: kgen solve KernelBench/level1 -m openai:gpt-5 --budget 8 --out level1-gpt5
+    """
+    from kgen.agent.run_directory import RunInUseError
+    from kgen.agent.runs.suite_runs import solve_suite
+    from kgen.agent.search.graph import RunError
+    from kgen.api import KgenUsageError, api_keys, run_options
+
+    if not suite.is_dir():
+        fail_usage(f"suite folder not found: {suite}")
+    try:
+        # request and problem file are set per problem: the template's request is a placeholder
+        template, settings = run_options("", options)
+    except KgenUsageError as exc:
+        fail_usage(str(exc))
+    command = shlex.join(["kgen", "solve", *sys.argv[2:]])
+    try:
+        with LiveProgress() as progress:
+            outcome = solve_suite(suite, template, out=out, jobs=jobs, progress=progress,
+                                  api_keys=api_keys(settings), only=only or None, command=command)
+    except (RunError, RunInUseError) as exc:
+        fail_usage(str(exc))
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted: `kgen solve {escape(str(suite))} --out {escape(str(out))}` continues "
+                          "this suite", highlight=False)
+        raise typer.Exit(130) from None
+    table = outcome.table.get("md")
+    if table is not None and table.is_file():
+        console.print(escape(table.read_text()), highlight=False)
+    console.print(f"table: {table}\nreports: {outcome.index}", highlight=False, soft_wrap=True)
+    if outcome.summary.correct < outcome.summary.problems:
+        raise typer.Exit(1)

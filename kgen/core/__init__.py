@@ -1,0 +1,1 @@
+"""What every folder may import: kgen's configuration, settings and the option table."""

@@ -1,0 +1,71 @@
+"""Comparison with the fp64 reference: tolerances mean what the docstring says."""
+
+import pytest
+import torch
+
+from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
+from kgen.evals.result import RejectionClass
+
+
+def _ref(n=4096, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, generator=g, dtype=torch.float64)
+
+
+def test_bf16_rounding_of_the_true_value_passes():
+    ref = _ref()
+    assert compare_output(0, ref.to(torch.bfloat16), ref).passed
+
+
+def test_fp32_output_computed_in_bf16_fails():
+    ref = _ref()
+    out = ref.to(torch.bfloat16).to(torch.float32)
+    result = compare_output(0, out, ref)
+    assert not result.passed and result.rel_l2_error > result.tolerance_rel_l2
+
+
+def test_one_wrong_element_fails_although_the_norm_barely_moves():
+    ref = _ref(100_000)
+    out = ref.to(torch.float32).clone()
+    out[12345] += 0.02
+    result = compare_output(0, out, ref)
+    assert result.rel_l2_error < result.tolerance_rel_l2
+    assert not result.passed and result.worst_index == [12345]
+
+
+def test_nan_never_passes():
+    ref = _ref()
+    out = ref.to(torch.bfloat16)
+    out[7] = float("nan")
+    result = compare_output(0, out, ref)
+    failure = failure_of([result])
+    assert failure is not None and failure.rejection is RejectionClass.NAN_OR_INF
+
+
+def test_structure_checks_count_shape_dtype_and_type():
+    ref = [torch.zeros(2, 3, dtype=torch.bfloat16)]
+    with pytest.raises(ComparisonFailure, match="returned 2 output"):
+        check_structure([ref[0], ref[0]], ref)
+    with pytest.raises(ComparisonFailure, match="dtype float32, expected bfloat16"):
+        check_structure([torch.zeros(2, 3)], ref)
+    with pytest.raises(ComparisonFailure, match="not a plain torch.Tensor"):
+        check_structure([[1.0]], ref)
+
+
+def test_a_reference_compared_twice_is_judged_the_same_and_a_changed_one_afresh():
+    """The reference's RMS is kept per tensor (two calls are compared with one reference);
+    an in-place change of that tensor, or another tensor at the same address, is measured again."""
+    from kgen.evals.checks.compare import compare_output
+
+    torch.manual_seed(0)
+    ref = torch.randn(5000, dtype=torch.float64)
+    out = (ref * (1 + 1e-6)).float()
+    first, again = compare_output(0, out, ref), compare_output(0, out, ref)
+    assert first == again and first.passed
+    ref.mul_(1000.0)  # the same tensor, new values: the tolerance's absolute part must follow
+    changed = compare_output(0, out, ref)
+    fresh = compare_output(0, out, ref.clone())
+    assert changed == fresh and not changed.passed
+    del ref, changed
+    other = torch.zeros(5000, dtype=torch.float64)  # may reuse the freed tensor's id
+    assert compare_output(0, torch.zeros(5000), other).passed

@@ -1,0 +1,53 @@
+"""The shipped catalog: enough problems, each well-formed, names and aliases resolve."""
+
+import pytest
+import torch
+
+from kgen.evals.problem.catalog import UnknownProblemError, catalog, resolve_problem
+from kgen.evals.problem.format import load_problem
+
+REQUIRED = {
+    "rmsnorm_forward", "rmsnorm_backward", "layernorm_forward", "layernorm_backward", "softmax",
+    "cross_entropy_forward", "cross_entropy_backward", "embedding_backward",
+    "fused_embedding_rmsnorm_backward", "swiglu", "gelu", "row_sum", "cumsum", "gemm_bias_gelu",
+    "causal_attention_forward", "conv1d",
+}
+
+
+def test_catalog_covers_the_required_problems():
+    names = {info.name for info in catalog()}
+    assert len(names) >= 16
+    assert REQUIRED <= names
+
+
+@pytest.mark.parametrize("info", catalog(), ids=lambda info: info.name)
+def test_each_problem_is_complete_and_runs_its_fp64_reference(info):
+    assert info.has_kgen_metadata and info.description and info.aliases
+    assert info.kind in ("forward", "backward")
+    assert info.small_sizes, "CPU runs need a small size set"
+    problem = load_problem(info.path, info.cpu_sizes())
+    assert problem.bytes_moved() > 0 and problem.flops() > 0
+    torch.manual_seed(0)
+    inputs = problem.get_inputs()
+    assert any(t.dtype in (torch.bfloat16, torch.float32) for t in inputs if torch.is_tensor(t))
+    model = problem.model_class(*problem.get_init_inputs()).double()
+    up = [t.double() if torch.is_tensor(t) and t.is_floating_point() else t for t in inputs]
+    outputs = model(*up)
+    outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+    for out in outputs:
+        assert out.dtype == torch.float64, "the reference must stay in fp64 on fp64 inputs"
+        assert torch.isfinite(out).all()
+        assert out.abs().sum() > 0, "a degenerate all-zero output hides bugs"
+
+
+@pytest.mark.parametrize(
+    ("typed", "name"),
+    [("RMSNorm bwd", "rmsnorm_backward"), ("rms_norm_backward", "rmsnorm_backward"), ("SOFTMAX", "softmax")],
+)
+def test_names_and_aliases_resolve_forgivingly(typed, name):
+    assert resolve_problem(typed).name == name
+
+
+def test_unknown_name_suggests_the_nearest():
+    with pytest.raises(UnknownProblemError, match="did you mean .*rmsnorm_backward"):
+        resolve_problem("rmsnrm_backwards")

@@ -1,0 +1,253 @@
+"""Input distributions: each transform does what its name says, and none is unfair to a correct kernel."""
+
+import copy
+
+import pytest
+import torch
+
+from kgen.evals.checks.compare import compare_output, flatten_outputs
+from kgen.evals.problem.catalog import catalog
+from kgen.evals.problem.format import ProblemInfo, load_problem
+from kgen.evals.problem.input_distributions import (
+    KNOWN_DISTRIBUTIONS,
+    apply_distribution,
+    distribution_generator,
+    distributions_for,
+    representable,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small tensors: thread start-up and contention cost more than the work on a busy CI box."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _info(**fields) -> ProblemInfo:
+    return ProblemInfo(name="p", path="/nonexistent/p.py", **fields)
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _float_inputs():
+    g = _gen(1)
+    x = torch.randn(64, 256, generator=g).to(torch.bfloat16)
+    weight = (1.0 + 0.1 * torch.randn(256, generator=g)).to(torch.bfloat16)
+    ids = torch.randint(0, 1000, (512,), generator=g)
+    return [x, weight, ids, 3, 0.5]
+
+
+# -- which distributions run ------------------------------------------------------------------
+
+
+def test_every_problem_gets_scale_and_shape_stress():
+    floats_only = [torch.randn(4, 4)]
+    assert distributions_for(_info(), floats_only) == [
+        "normal", "uniform", "large", "small", "accumulation_probe", "mean_shift", "wide_range",
+    ]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_mean_shift_moves_far_past_the_spread_and_keeps_some_of_it(dtype):
+    x = torch.randn(64, 512, generator=_gen(5)).to(dtype)
+    (shifted,) = apply_distribution("mean_shift", [x], _gen())
+    values = shifted.double()
+    assert values.mean().abs() > 10 * values.std()  # |mean| >> std: E[x^2] - E[x]^2 cancels
+    assert values.std() > 0.5 * x.double().std()  # the spread survives the dtype's rounding
+
+
+@pytest.mark.parametrize(("dtype", "beyond"), [(torch.bfloat16, 65504.0), (torch.float16, 1024.0), (torch.float32, 2.0**30)])
+def test_wide_range_reaches_past_what_a_narrower_dtype_holds(dtype, beyond):
+    x = torch.randn(64, 512, generator=_gen(6)).to(dtype)
+    w = torch.randn(512, generator=_gen(7)).to(dtype)
+    big, weight = apply_distribution("wide_range", [x, w], _gen())
+    assert torch.isfinite(big).all() and big.abs().max() > beyond
+    assert torch.equal(weight, w)  # only the largest input (the activations) moves
+
+
+def test_integer_inputs_get_the_id_probes_even_when_the_problem_declares_none():
+    # a plain KernelBench file with uniform token ids must not hide a bf16 embedding gradient
+    names = distributions_for(_info(), [torch.randn(4, 8), torch.randint(0, 10, (4,))])
+    assert "zipf_ids" in names and "repeated_id" in names
+    # bool masks are not ids
+    assert "zipf_ids" not in distributions_for(_info(), [torch.randn(4), torch.ones(4, dtype=torch.bool)])
+
+
+def test_declared_distributions_are_added_and_unknown_ones_are_named():
+    assert "zipf_ids" in distributions_for(_info(input_distributions=["zipf_ids"]), [torch.randn(3)])
+    with pytest.raises(ValueError, match="unknown input distribution 'zipfian'.*known: normal, uniform"):
+        distributions_for(_info(input_distributions=["zipfian"]), [torch.randn(3)])
+    with pytest.raises(ValueError, match="repeated_id"):
+        apply_distribution("lognormal", [torch.randn(3)], _gen())
+
+
+# -- what each transform does ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", KNOWN_DISTRIBUTIONS)
+def test_transforms_keep_dtype_shape_strides_and_leave_other_kinds_alone(name):
+    inputs = _float_inputs()
+    inputs.append(torch.randn(8, 6).t())  # non-contiguous
+    out = apply_distribution(name, inputs, _gen())
+    assert len(out) == len(inputs)
+    for before, after in zip(inputs, out, strict=True):
+        if not isinstance(before, torch.Tensor):
+            assert after is before
+            continue
+        assert after.dtype == before.dtype and after.shape == before.shape
+        assert after.stride() == before.stride()
+        assert after.storage_offset() == before.storage_offset()
+        if before.is_floating_point() and name in ("zipf_ids", "repeated_id"):
+            assert torch.equal(after, before)
+        if not before.is_floating_point() and name not in ("zipf_ids", "repeated_id"):
+            assert torch.equal(after, before)
+
+
+@pytest.mark.parametrize("name", KNOWN_DISTRIBUTIONS[1:])
+def test_same_seed_same_inputs_other_seed_other_inputs(name):
+    inputs = _float_inputs()
+    a = apply_distribution(name, inputs, distribution_generator(7, name))
+    b = apply_distribution(name, inputs, distribution_generator(7, name))
+    assert all(torch.equal(x, y) for x, y in zip(a[:3], b[:3], strict=True))
+    if name not in ("large", "small", "wide_range"):  # deterministic scalings
+        c = apply_distribution(name, inputs, distribution_generator(8, name))
+        assert not all(torch.equal(x, y) for x, y in zip(a[:3], c[:3], strict=True))
+
+
+def test_uniform_keeps_the_spread_and_the_domain():
+    g = _gen(3)
+    signed = torch.randn(200_000, generator=g) * 3.0
+    positive = torch.rand(200_000, generator=g) + 0.5  # like cross-entropy's grad_loss
+    out_signed, out_positive = apply_distribution("uniform", [signed, positive], _gen())
+    a = 3.0 * 3.0**0.5
+    assert out_signed.abs().max() <= a and out_signed.min() < -0.9 * a
+    assert out_signed.std().item() == pytest.approx(3.0, rel=0.02)
+    assert out_positive.min() >= 0  # log/sqrt of such an input stays defined
+    assert out_positive.std().item() == pytest.approx(positive.std().item(), rel=0.02)
+    # a constant tensor (norm weights of ones) becomes spread-out values, never all zeros
+    (ones,) = apply_distribution("uniform", [torch.ones(1000)], _gen())
+    assert ones.std() > 0.1
+
+
+def test_large_and_small_scale_exactly_within_the_dtype_range_and_keep_masks():
+    x = torch.tensor([1.5, -2.0, 60000.0, float("-inf")], dtype=torch.float16)
+    (large,) = apply_distribution("large", [x], _gen())
+    assert large[:2].tolist() == [96.0, -128.0]
+    assert large[2].item() == torch.finfo(torch.float16).max  # clamped, not inf
+    assert large[3].item() == float("-inf")  # an additive mask keeps its holes
+    (small,) = apply_distribution("small", [torch.tensor([2.0, -4.0], dtype=torch.float64)], _gen())
+    assert small.tolist() == [2e-3, -4e-3]
+
+
+def test_accumulation_probe_defeats_a_bf16_running_sum_but_not_an_fp32_one():
+    (x,) = apply_distribution("accumulation_probe", [torch.randn(16, 4096, generator=_gen(5))], _gen())
+    assert (x > 0).all()  # one sign: the sum grows with every term
+    x = x.to(torch.bfloat16)
+    exact = x.double().sum(dim=-1)
+    acc16 = torch.zeros(16, dtype=torch.bfloat16)
+    acc32 = torch.zeros(16, dtype=torch.float32)
+    for j in range(x.shape[1]):
+        acc16 = acc16 + x[:, j]  # bf16 + bf16: one rounding to bf16 per add
+        acc32 = acc32 + x[:, j].float()
+    err16 = ((acc16.double() - exact).norm() / exact.norm()).item()
+    err32 = ((acc32.double() - exact).norm() / exact.norm()).item()
+    assert err16 > 0.5, err16  # the accumulator stopped absorbing terms
+    assert err32 < 1e-6, err32
+
+
+def test_accumulation_probe_keeps_never_positive_tensors_negative():
+    logprobs = -torch.rand(100, generator=_gen()) - 0.1
+    (out,) = apply_distribution("accumulation_probe", [logprobs], _gen())
+    assert (out < 0).all()
+
+
+def test_zipf_ids_stay_in_range_with_a_few_hot_ids_that_are_not_the_smallest():
+    ids = torch.randint(100, 5100, (20_000,), generator=_gen(2), dtype=torch.int32)
+    low, high = int(ids.min()), int(ids.max())
+    hottest = set()
+    for seed in range(4):
+        (z,) = apply_distribution("zipf_ids", [ids], _gen(seed))
+        assert z.dtype == torch.int32 and low <= int(z.min()) and int(z.max()) <= high
+        counts = torch.bincount((z - low).long())
+        top = counts.max().item() / z.numel()
+        assert top > 0.08, top  # rank 1 of 1/k^1.1 over ~5000 values: ~12% of all draws
+        assert counts.topk(10).values.sum().item() / z.numel() > 0.3
+        hottest.add(int(counts.argmax()) + low)
+    assert len(hottest) > 1 and hottest != {low}
+
+
+def test_zipf_ids_over_a_huge_range_use_the_continuous_law():
+    ids = torch.tensor([0, 2**40], dtype=torch.int64).repeat(5000)
+    (z,) = apply_distribution("zipf_ids", [ids], _gen())
+    assert int(z.min()) >= 0 and int(z.max()) <= 2**40
+    _, counts = torch.unique(z, return_counts=True)
+    assert counts.max().item() / z.numel() > 0.04  # rank 1 takes ~7% of the draws
+
+
+def test_repeated_id_sends_everything_to_one_accumulator():
+    ids = torch.randint(3, 40, (500,), generator=_gen())
+    (r,) = apply_distribution("repeated_id", [ids], _gen(9))
+    assert torch.unique(r).numel() == 1 and 3 <= int(r[0]) <= 39
+
+
+def test_representable_flags_outputs_the_dtype_cannot_hold():
+    assert representable(torch.tensor([1.0, 7e4], dtype=torch.float64), torch.bfloat16)
+    assert not representable(torch.tensor([1.0, 7e4], dtype=torch.float64), torch.float16)
+    assert not representable(torch.full((10,), 1e-7, dtype=torch.float64), torch.float16)
+    assert representable(torch.tensor([float("inf"), 1.0], dtype=torch.float64), torch.float16)
+    assert representable(torch.tensor([3, 4]), torch.int64)
+
+
+# -- fairness on the catalog ----------------------------------------------------------------
+
+
+def _references(model, inputs):
+    with torch.no_grad():
+        native = flatten_outputs(model(*[x.clone() if torch.is_tensor(x) else x for x in inputs]))
+        up = [x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+        ref64 = flatten_outputs(copy.deepcopy(model).double()(*up))
+    return native, ref64
+
+
+@pytest.mark.parametrize("info", catalog(), ids=lambda info: info.name)
+def test_every_distribution_gives_a_well_posed_reference_on_every_catalog_problem(info):
+    """Finite, not all zero, representable in the output dtype, and the reference run in the
+    problem's own dtypes passes the verifier's tolerance: a correct kernel can pass."""
+    problem = load_problem(info.path, info.cpu_sizes())
+    torch.manual_seed(0)
+    inputs = problem.get_inputs()
+    torch.manual_seed(0)
+    model = problem.model_class(*problem.get_init_inputs())
+    names = distributions_for(info, inputs)
+    for name in names:
+        transformed = apply_distribution(name, inputs, distribution_generator(0, name))
+        native, ref64 = _references(model, transformed)
+        for i, (out, ref) in enumerate(zip(native, ref64, strict=True)):
+            where = f"{info.name}, {name}, output {i}"
+            assert torch.isfinite(ref).all(), where
+            assert ref.abs().sum() > 0, f"{where}: all-zero reference hides bugs"
+            assert representable(ref, out.dtype), where
+            comparison = compare_output(i, out, ref)
+            assert comparison.passed, f"{where}: the reference itself fails ({comparison})"
+
+
+def test_the_softcap_is_only_visible_on_large_inputs():
+    """The exploit in REFERENCES.md: a softcap left out passes near-zero logits."""
+    infos = {info.name: info for info in catalog()}
+    if "softcap" not in infos:
+        pytest.skip("no softcap problem in this catalog")
+    problem = load_problem(infos["softcap"].path, infos["softcap"].cpu_sizes())
+    torch.manual_seed(0)
+    inputs = problem.get_inputs()
+    model = problem.model_class(*problem.get_init_inputs())
+    verdicts = {}
+    for name in ("normal", "large"):
+        (logits,) = apply_distribution(name, inputs, distribution_generator(0, name))
+        _, (ref,) = _references(model, [logits])
+        verdicts[name] = compare_output(0, logits.clone(), ref).passed  # "kernel" = identity
+    assert verdicts == {"normal": True, "large": False}

@@ -1,0 +1,105 @@
+"""The `kgen` command as a person runs it: exit codes, one-line errors, JSON."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+RELU = str(FIXTURES / "problems" / "relu_kernelbench.py")
+CANDIDATES = FIXTURES / "candidates"
+
+
+def kgen(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kgen.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_help_teaches_the_commands():
+    out = kgen("--help")
+    assert out.returncode == 0
+    for command in ("eval", "problems", "targets"):
+        assert command in out.stdout
+
+
+def test_problems_list_shows_the_catalog():
+    out = kgen("problems", "list")
+    assert out.returncode == 0
+    assert "rmsnorm_backward" in out.stdout and "problems." in out.stdout
+
+
+def test_problems_show_prints_metadata_and_source():
+    out = kgen("problems", "show", "rmsnorm bwd")
+    assert out.returncode == 0
+    assert "ROWS=37, HIDDEN=96" in out.stdout and "class Model" in out.stdout
+
+
+def test_targets_lists_at_least_six():
+    out = kgen("targets")
+    assert out.returncode == 0
+    for name in ("h100", "h200", "b200", "a100", "l40s", "mi300x"):
+        assert name in out.stdout
+
+
+def test_eval_passes_with_exit_code_zero():
+    out = kgen("eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--device", "cpu")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASSED" in out.stdout
+
+
+def test_eval_rejects_with_exit_code_one_and_json_says_why():
+    out = kgen("eval", RELU, str(CANDIDATES / "relu_wrong_math.py"), "--device", "cpu", "--json")
+    assert out.returncode == 1
+    result = json.loads(out.stdout)
+    assert result["verdict"] == "rejected"
+    assert result["rejection"] == "numerical_mismatch"
+    assert [s["name"] for s in result["stages"]] == ["static", "load", "correctness"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", RELU, "missing.py"], "candidate file not found: missing.py"),
+        (["eval", "nope_problem", str(CANDIDATES / "relu_kernelbench_solution.py")], "unknown problem 'nope_problem'"),
+        (["eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--target", "h900x"], "unknown hardware target 'h900x'"),
+        (["eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--device", "tpu"], "--device must be"),
+        (["problems", "show", "nope_problem"], "unknown problem"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_code_two(args, message):
+    out = kgen(*args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_bad_usage_with_json_prints_json_too():
+    out = kgen("eval", RELU, "missing.py", "--json")
+    assert out.returncode == 2
+    assert json.loads(out.stdout) == {"verdict": "bad_usage", "reason": "candidate file not found: missing.py"}
+
+
+def test_bench_without_a_gpu_verifies_and_writes_its_outputs(tmp_path):
+    suite, candidates, out = tmp_path / "suite", tmp_path / "candidates", tmp_path / "out"
+    suite.mkdir()
+    candidates.mkdir()
+    (suite / "relu_kernelbench.py").write_text(Path(RELU).read_text())
+    (candidates / "relu_kernelbench.py").write_text((CANDIDATES / "relu_kernelbench_solution.py").read_text())
+    (suite / "no_candidate.py").write_text(Path(RELU).read_text())
+    result = kgen("bench", str(suite), "--candidates", str(candidates), "--out", str(out), "--device", "cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "timings need a GPU" in result.stderr
+    report = json.loads((out / "suite.json").read_text())
+    verdicts = {row["problem"]: row["verdict"] for row in report["rows"]}
+    assert verdicts == {"relu_kernelbench": "passed", "no_candidate": "missing"}
+    assert report["summary"]["fast_p_vs_eager"]["0"] == 0.5  # one of two problems correct
+    assert {p.name for p in out.iterdir()} == {"suite.json", "suite.csv", "suite.md", "suite.svg"}
+
+
+def test_bench_with_a_missing_suite_is_bad_usage(tmp_path):
+    out = kgen("bench", str(tmp_path / "nowhere"))
+    assert out.returncode == 2 and "suite folder not found" in out.stderr
