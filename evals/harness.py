@@ -24,18 +24,12 @@ from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
 from kgen.evals.problem.format import ProblemError, ProblemInfo, consistent_sizes, sizes_text
 from kgen.evals.problem.policies import PolicyError
 from kgen.evals.problem.size_sets import verification_size_plan
-from kgen.evals.result import (
-    EvalResult,
-    InconclusiveCause,
-    RejectionClass,
-    StageResult,
-    StageStatus,
-    Verdict,
-)
+from kgen.evals.result import EvalResult
 from kgen.evals.sandbox import worker_pool
 from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome, run_python_module
 from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.evals.sandbox.scratch import new_workdir
+from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
 from kgen.evals.verifier.child import (
     HEARTBEAT_FILE,
     STAGES,

@@ -27,7 +27,8 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from kgen.agent.candidates import CandidateIdentity
 
-from kgen.evals.result import EvalResult, StageStatus
+from kgen.evals.result import EvalResult
+from kgen.evals.verdict import StageStatus
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import (
     KernelEntry,

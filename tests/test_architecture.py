@@ -59,7 +59,7 @@ def modules() -> dict[str, Path]:
 
 
 def _resolve(name: str) -> str | None:
-    """The kgen module an import names (``kgen.evals.result.Verdict`` -> ``kgen.evals.result``)."""
+    """The kgen module an import names (``kgen.evals.verdict.Verdict`` -> ``kgen.evals.verdict``)."""
     while name and name not in modules():
         name = name.rpartition(".")[0]
     return name or None

@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kgen.evals.result import EvalResult, RejectionClass, Verdict
+from kgen.evals.result import EvalResult
 from kgen.evals.timing.bench_result import BenchResult, Measurement
+from kgen.evals.verdict import RejectionClass, Verdict
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sync_ratios.py"
 

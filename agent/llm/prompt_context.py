@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kgen.agent.llm.templates import render_template
 from kgen.evals.problem.format import sizes_text
-from kgen.evals.result import EvalResult, StageStatus, Trial
+from kgen.evals.result import EvalResult
+from kgen.evals.verdict import StageStatus, Trial
 
 if TYPE_CHECKING:
     from kgen.agent.candidates import CandidateIdentity

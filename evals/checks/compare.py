@@ -11,7 +11,7 @@ import torch
 
 from kgen.evals.problem.policies import Precision
 from kgen.evals.problem.tolerances import Tolerance, tolerance_for
-from kgen.evals.result import OutputComparison, RejectionClass
+from kgen.evals.verdict import OutputComparison, RejectionClass
 
 
 class ComparisonFailure(Exception):

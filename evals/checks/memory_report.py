@@ -27,7 +27,7 @@ from kgen.evals.problem.memory_plan import (
     choose_placement,
     plan_memory,
 )
-from kgen.evals.result import Inconclusive, InconclusiveCause
+from kgen.evals.verdict import Inconclusive, InconclusiveCause
 
 
 def _sizes_key(sizes: dict[str, int]) -> str:

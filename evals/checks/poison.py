@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from kgen.evals.problem.format import sizes_text
-from kgen.evals.result import Rejected, RejectionClass, Trial
+from kgen.evals.verdict import Rejected, RejectionClass, Trial
 
 #: Quiet-NaN payloads (exponent all ones, quiet bit set, so copies through
 #: numpy or registers keep the bits) that no arithmetic produces.

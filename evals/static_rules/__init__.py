@@ -67,7 +67,6 @@ from __future__ import annotations
 import ast
 
 from kgen.evals.problem.policies import Policies
-from kgen.evals.result import RejectionClass
 from kgen.evals.static_rules.checker import _Checker
 from kgen.evals.static_rules.names import (
     ALLOWED_METHODS,
@@ -81,6 +80,7 @@ from kgen.evals.static_rules.names import (
     TORCH_ALLOWED,
 )
 from kgen.evals.static_rules.violations import RULES, RuleViolation
+from kgen.evals.verdict import RejectionClass
 
 __all__ = [
     "ALLOWED_METHODS",

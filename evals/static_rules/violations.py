@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kgen.evals.result import RejectionClass
+from kgen.evals.verdict import RejectionClass
 
 
 class RuleViolation(BaseModel):

@@ -27,7 +27,8 @@ from pydantic import Field
 
 from kgen.evals.problem.catalog import catalog
 from kgen.evals.problem.format import ProblemError, ProblemInfo, read_problem
-from kgen.evals.result import EvalResult, ResultModel
+from kgen.evals.result import EvalResult
+from kgen.evals.verdict import ResultModel
 
 log = logging.getLogger(__name__)
 

@@ -71,7 +71,6 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from kgen.evals.result import ResultModel
 from kgen.evals.timing.deferred_work import (
     SyncCalibration,
     SyncSeries,
@@ -80,6 +79,7 @@ from kgen.evals.timing.deferred_work import (
     needs_remeasure,
 )
 from kgen.evals.timing.loop_wall import LoopWall, judge_loops, needs_another_loop
+from kgen.evals.verdict import ResultModel
 
 NO_GPU_MESSAGE = (
     "timings need a CUDA GPU: torch.cuda.is_available() is False on this machine, "

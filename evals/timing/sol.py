@@ -43,7 +43,7 @@ from typing import Any, Literal
 import torch
 
 from kgen.backends.targets import HardwareTarget
-from kgen.evals.result import ResultModel
+from kgen.evals.verdict import ResultModel
 
 _FP8_NAMES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 _FP8 = frozenset(getattr(torch, name) for name in _FP8_NAMES if hasattr(torch, name))

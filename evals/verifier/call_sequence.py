@@ -54,7 +54,7 @@ from kgen.evals.checks.module_state import (
     transfer_weights,
 )
 from kgen.evals.problem.format import sizes_text
-from kgen.evals.result import Rejected, RejectionClass
+from kgen.evals.verdict import Rejected, RejectionClass
 
 #: The clock shifts of calls 2 and 3: ten minutes (past "some minutes after import") and a day.
 CLOCK_SHIFTS_S = (600.0, 90_061.0)

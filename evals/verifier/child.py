@@ -34,7 +34,8 @@ from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTR
 from kgen.evals.problem.format import sizes_text
 from kgen.evals.problem.memory_plan import MemoryReport
 from kgen.evals.problem.policies import Policies, Precision
-from kgen.evals.result import (
+from kgen.evals.timing.bench_result import BenchResult
+from kgen.evals.verdict import (
     Inconclusive,
     InconclusiveCause,
     Rejected,
@@ -45,7 +46,6 @@ from kgen.evals.result import (
     StageStatus,
     Trial,
 )
-from kgen.evals.timing.bench_result import BenchResult
 from kgen.evals.verifier.failure_diagnosis import (
     diagnose,
     explain,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from kgen.evals.result import InconclusiveCause, Rejected, RejectionClass, StageStatus
+from kgen.evals.verdict import InconclusiveCause, Rejected, RejectionClass, StageStatus
 
 if TYPE_CHECKING:
     from kgen.backends.targets import HardwareTarget

@@ -16,7 +16,7 @@ from typing import Any
 
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.problem.format import sizes_text
-from kgen.evals.result import Rejected, RejectionClass, SkipTrial, Trial
+from kgen.evals.verdict import Rejected, RejectionClass, SkipTrial, Trial
 
 
 def explain(ev, failure, trial: Trial, outputs, ref64, reference, inputs):

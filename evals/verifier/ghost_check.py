@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgen.evals.result import Rejected, RejectionClass
+from kgen.evals.verdict import Rejected, RejectionClass
 
 #: Share of an output that torch's allowed ops may write with the kernels off (glue such as a
 #: pass-through half of a partial rotary embedding); more means torch computes the output.

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kgen.evals.result import Rejected, RejectionClass, StageStatus
 from kgen.evals.timing.gpu_sharing import GpuNeighbours
+from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 
 #: Input sets rotated through timed calls, so no trial reuses the previous trial's buffers.
 TIMING_INPUT_SETS = 3

@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from kgen.evals.result import EvalResult, InconclusiveCause, StageStatus
+from kgen.evals.result import EvalResult
+from kgen.evals.verdict import InconclusiveCause, StageStatus
 
 if TYPE_CHECKING:
     from kgen.agent.llm.model_calls import ModelCall

@@ -26,7 +26,7 @@ import triton  # noqa: E402 - after prepare_process
 import triton.language as tl  # noqa: E402
 
 from kgen.evals.harness import EvalOptions, evaluate  # noqa: E402
-from kgen.evals.result import Verdict  # noqa: E402
+from kgen.evals.verdict import Verdict  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEMS = REPO / "tests" / "fixtures" / "problems"

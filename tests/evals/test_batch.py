@@ -13,16 +13,10 @@ import pytest
 
 from kgen.evals.batch import default_workers, evaluate_batch, merge_timing
 from kgen.evals.harness import EvalOptions
-from kgen.evals.result import (
-    EvalResult,
-    InconclusiveCause,
-    RejectionClass,
-    StageResult,
-    StageStatus,
-    Verdict,
-)
+from kgen.evals.result import EvalResult
 from kgen.evals.sandbox import worker_pool
 from kgen.evals.sandbox.lifecycle import live_groups
+from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RELU = FIXTURES / "problems" / "relu_kernelbench.py"

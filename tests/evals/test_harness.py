@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from kgen.evals.harness import EvalOptions, UsageError, evaluate
-from kgen.evals.result import RejectionClass, Verdict
+from kgen.evals.verdict import RejectionClass, Verdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RELU = FIXTURES / "problems" / "relu_kernelbench.py"

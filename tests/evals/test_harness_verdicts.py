@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from kgen.evals.harness import HUNG_FACTOR, PROGRESS_WINDOW_S, _apply_outcome
-from kgen.evals.result import (
-    EvalResult,
+from kgen.evals.result import EvalResult
+from kgen.evals.sandbox.box import SandboxOutcome
+from kgen.evals.verdict import (
     InconclusiveCause,
     RejectionClass,
     StageResult,
@@ -19,7 +20,6 @@ from kgen.evals.result import (
     Trial,
     Verdict,
 )
-from kgen.evals.sandbox.box import SandboxOutcome
 from kgen.evals.verifier.child import ChildReport
 
 

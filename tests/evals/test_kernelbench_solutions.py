@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kgen.evals.harness import EvalOptions, evaluate
-from kgen.evals.result import Verdict
+from kgen.evals.verdict import Verdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SOLUTIONS = sorted((FIXTURES / "kernelbench_solutions").glob("level*_*.py"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kgen.evals.harness import EvalOptions, evaluate
-from kgen.evals.result import InconclusiveCause, Verdict
+from kgen.evals.verdict import InconclusiveCause, Verdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RELU = FIXTURES / "problems" / "relu_kernelbench.py"

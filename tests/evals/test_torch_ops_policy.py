@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from kgen.evals.checks.torch_usage import judge_torch_ops, record_torch_ops
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.problem.policies import GLUE_MIN_BUDGET, GLUE_SHARE, Policies, TorchOps, glue_budget
-from kgen.evals.result import RejectionClass, Verdict
 from kgen.evals.static_rules import check_candidate_source
 from kgen.evals.static_rules.names import LIBRARY_ATEN_OPS, LIBRARY_FUNCTIONS, LIBRARY_TORCH_NAMES
+from kgen.evals.verdict import RejectionClass, Verdict
 
 LIBRARY = Policies(torch_ops=TorchOps.LIBRARY)
 STRICT = Policies()

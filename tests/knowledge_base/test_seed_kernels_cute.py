@@ -8,7 +8,7 @@ import pytest
 
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.problem.catalog import resolve_problem
-from kgen.evals.result import InconclusiveCause
+from kgen.evals.verdict import InconclusiveCause
 from kgen.knowledge_base import SEED_KERNELS_DIR, UNVERIFIED_SEEDS_DIR
 
 SEEDS = sorted([*(SEED_KERNELS_DIR / "cute").glob("*.py"), *(UNVERIFIED_SEEDS_DIR / "cute").glob("*.py")])

@@ -8,7 +8,7 @@ import sys
 import pytest
 from kb_entries import make_entry, passed_result
 
-from kgen.evals.result import RejectionClass, StageResult, StageStatus, Verdict
+from kgen.evals.verdict import RejectionClass, StageResult, StageStatus, Verdict
 from kgen.knowledge_base.schema import Provenance
 from kgen.knowledge_base.store import where_equal
 from kgen.knowledge_base.write_back import (

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kgen.evals.result import EvalResult, OutputComparison, StageResult, StageStatus, Trial, Verdict
+from kgen.evals.result import EvalResult
+from kgen.evals.verdict import OutputComparison, StageResult, StageStatus, Trial, Verdict
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import (
     KernelEntry,

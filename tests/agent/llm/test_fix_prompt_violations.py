@@ -22,7 +22,8 @@ from kgen.agent.llm.prompt_context import (
 )
 from kgen.backends.targets import resolve_target
 from kgen.evals.problem.catalog import resolve_problem
-from kgen.evals.result import EvalResult, RejectionClass, StageResult, StageStatus, Verdict
+from kgen.evals.result import EvalResult
+from kgen.evals.verdict import RejectionClass, StageResult, StageStatus, Verdict
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RELU = FIXTURES / "problems" / "relu_kernelbench.py"

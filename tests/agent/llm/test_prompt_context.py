@@ -33,8 +33,10 @@ from kgen.backends.base import KernelReport
 from kgen.backends.targets import resolve_target
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import load_problem
-from kgen.evals.result import (
-    EvalResult,
+from kgen.evals.result import EvalResult
+from kgen.evals.timing.measure import TimingResult
+from kgen.evals.timing.sol import speed_of_light, with_measurement
+from kgen.evals.verdict import (
     OutputComparison,
     RejectionClass,
     StageResult,
@@ -42,8 +44,6 @@ from kgen.evals.result import (
     Trial,
     Verdict,
 )
-from kgen.evals.timing.measure import TimingResult
-from kgen.evals.timing.sol import speed_of_light, with_measurement
 from kgen.knowledge_base import SEED_KERNELS_DIR
 
 PROBLEM = resolve_problem("rmsnorm_backward")

@@ -32,8 +32,9 @@ from kgen.agent.run_directory import RunDirectory
 from kgen.agent.runs.html_report import SECTION_IDS, write_report
 from kgen.agent.runs.records import lineage, load_records
 from kgen.agent.runs.summary import BestKernel, Evidence, RunSummary
-from kgen.evals.result import EvalResult, OutputComparison, RejectionClass, Trial, Verdict
+from kgen.evals.result import EvalResult
 from kgen.evals.timing.bench_result import BenchResult, Measurement
+from kgen.evals.verdict import OutputComparison, RejectionClass, Trial, Verdict
 
 # one test process runs the module: one real offline run for the module
 pytestmark = pytest.mark.xdist_group("run_report")

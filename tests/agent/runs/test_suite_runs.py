@@ -358,8 +358,9 @@ def test_mistakes_are_told_before_any_run(tmp_path):
 
 
 def _timed_result(candidate_ms: float, eager_ms: float, compile_ms: float):
-    from kgen.evals.result import EvalResult, Verdict
+    from kgen.evals.result import EvalResult
     from kgen.evals.timing.bench_result import BenchResult, Measurement
+    from kgen.evals.verdict import Verdict
 
     def timing(ms: float) -> Measurement:
         return Measurement(median_ms=ms, p10_ms=ms * 0.99, p90_ms=ms * 1.01, trials=50)

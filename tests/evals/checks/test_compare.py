@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
-from kgen.evals.result import RejectionClass
+from kgen.evals.verdict import RejectionClass
 
 
 def _ref(n=4096, seed=0):

@@ -7,7 +7,7 @@ import torch
 
 from kgen.evals.checks.compare import compare_output, failure_of, outside_tolerance
 from kgen.evals.checks.error_shape import error_pattern, passed_before, precision_advice, round_to
-from kgen.evals.result import Trial
+from kgen.evals.verdict import Trial
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from kgen.evals.checks import compare
 from kgen.evals.checks.compare import compare_output, outside_tolerance
 from kgen.evals.checks.memory_report import DeviceMemory, is_out_of_memory
 from kgen.evals.problem.memory_plan import NOT_MEASURED, MemoryReport, ReferencePlacement
-from kgen.evals.result import InconclusiveCause
+from kgen.evals.verdict import InconclusiveCause
 
 RELU = Path(__file__).resolve().parents[2] / "fixtures" / "problems" / "relu_kernelbench.py"
 KERNELBENCH_RELU = Path(__file__).resolve().parents[2] / "fixtures" / "kernelbench" / "level1" / "19_ReLU.py"

@@ -4,13 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from kgen.evals.result import RejectionClass
 from kgen.evals.static_rules import (
     RULES,
     RuleViolation,
     check_candidate_file,
     check_candidate_source,
 )
+from kgen.evals.verdict import RejectionClass
 from kgen.knowledge_base import SEED_KERNELS_DIR
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "candidates"

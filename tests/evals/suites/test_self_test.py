@@ -9,8 +9,8 @@ import pytest
 
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.problem.format import read_problem
-from kgen.evals.result import RejectionClass, Verdict
 from kgen.evals.suites.self_test import SELF_TEST_SUFFIX, run_self_test
+from kgen.evals.verdict import RejectionClass, Verdict
 
 KERNELBENCH = Path(__file__).resolve().parents[2] / "fixtures" / "kernelbench"
 VARIED = [  # a matmul, an elementwise op, a strided reduction, a 3-D convolution, a level-2 fusion, a level-3 model

@@ -10,7 +10,7 @@ import pytest
 
 from kgen.evals.problem.catalog import catalog
 from kgen.evals.problem.format import ProblemInfo
-from kgen.evals.result import EvalResult, RejectionClass, Verdict
+from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import (
     SuiteRow,
     discover_suite,
@@ -21,6 +21,7 @@ from kgen.evals.suites.suite import (
     summarize,
     write_suite_outputs,
 )
+from kgen.evals.verdict import RejectionClass, Verdict
 
 HAS_BENCH = "bench" in EvalResult.model_fields
 

@@ -3,8 +3,9 @@ intervals are disjoint."""
 
 from __future__ import annotations
 
-from kgen.evals.result import EvalResult, Verdict
+from kgen.evals.result import EvalResult
 from kgen.evals.timing.bench_result import BenchResult, Measurement, speedup_between
+from kgen.evals.verdict import Verdict
 
 OLD_DICT = {
     "device_name": "NVIDIA H100 80GB HBM3", "sizes": {"n_rows": 16384, "n_cols": 4096},

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kgen.evals.harness import EvalOptions, evaluate
-from kgen.evals.result import InconclusiveCause, RejectionClass, Verdict
+from kgen.evals.verdict import InconclusiveCause, RejectionClass, Verdict
 
 CUTE = Path(__file__).resolve().parents[2] / "fixtures" / "candidates" / "cute"
 OPTIONS = EvalOptions(device="cpu", backend="cute", targets=["h100"], also_compile_for=["b200", "a100"],

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kgen.evals.harness import EvalOptions, evaluate
-from kgen.evals.result import RejectionClass, Verdict
+from kgen.evals.verdict import RejectionClass, Verdict
 
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "messages"
 
