@@ -25,10 +25,10 @@ from typing import Any
 import torch
 
 from kgen.backends.base import Backend, KernelLaunch
-from kgen.evals.checks.compare import flatten_outputs
-from kgen.evals.checks.layout import copy_inputs
 from kgen.evals.checks.poison import poison_allocator, poison_span, poisoned_allocations
 from kgen.evals.checks.torch_usage import TorchOpsVerdict, judge_torch_ops, record_torch_ops
+from kgen.evals.problem.format import flatten_outputs
+from kgen.evals.problem.layout import copy_inputs
 from kgen.evals.problem.policies import Policies
 from kgen.evals.sandbox.guard import CandidateGuard
 

@@ -20,13 +20,6 @@ class ComparisonFailure(Exception):
         self.rejection = rejection
 
 
-def flatten_outputs(value: Any) -> list[Any]:
-    """A forward may return one tensor or a (nested) tuple/list of them."""
-    if isinstance(value, (tuple, list)):
-        return [leaf for item in value for leaf in flatten_outputs(item)]
-    return [value]
-
-
 def check_structure(outputs: Sequence[Any], expected: Sequence[torch.Tensor]) -> None:
     """Same number of outputs, each a plain tensor of the reference's shape and dtype."""
     if len(outputs) != len(expected):

@@ -159,7 +159,7 @@ def reference_from_rounded(reference: torch.nn.Module, inputs: list, fmt: str, d
     operands in that format computes, up to its own accumulation."""
     import copy
 
-    from kgen.evals.checks.compare import flatten_outputs
+    from kgen.evals.problem.format import flatten_outputs
 
     model = copy.deepcopy(reference).double()
     with torch.no_grad():

@@ -149,6 +149,13 @@ class LoadedProblem:
         return int(fn()) if callable(fn) else None
 
 
+def flatten_outputs(value: Any) -> list[Any]:
+    """A forward may return one tensor or a (nested) tuple/list of them."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in flatten_outputs(item)]
+    return [value]
+
+
 def _parse(path: Path) -> ast.Module:
     try:
         source = path.read_text()

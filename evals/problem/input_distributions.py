@@ -90,8 +90,8 @@ from typing import Any
 
 import torch
 
-from kgen.evals.checks.layout import copy_inputs
 from kgen.evals.problem.format import ProblemInfo
+from kgen.evals.problem.layout import copy_inputs
 
 #: Scale of the ``large`` distribution (a power of two, so the scaling is exact).
 LARGE_SCALE = 64.0

@@ -229,8 +229,7 @@ def _meta_shapes(info: ProblemInfo, sizes: Mapping[str, int]) -> tuple[int, int,
     from the reference run on storage-less meta tensors; None when it cannot run there."""
     import torch
 
-    from kgen.evals.checks.compare import flatten_outputs
-    from kgen.evals.problem.format import load_problem
+    from kgen.evals.problem.format import flatten_outputs, load_problem
 
     try:
         problem = load_problem(info.path, _consistent(info, sizes))

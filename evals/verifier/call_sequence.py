@@ -46,7 +46,6 @@ from kgen.evals.checks.candidate_call import aliased_outputs, same_values
 from kgen.evals.checks.clock import shifted_clock
 from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
 from kgen.evals.checks.kept_outputs import KeptOutputs
-from kgen.evals.checks.layout import copy_inputs
 from kgen.evals.checks.module_state import (
     changed_state,
     rerandomise,
@@ -54,6 +53,7 @@ from kgen.evals.checks.module_state import (
     transfer_weights,
 )
 from kgen.evals.problem.format import sizes_text
+from kgen.evals.problem.layout import copy_inputs
 from kgen.evals.verdict import Rejected, RejectionClass
 
 #: The clock shifts of calls 2 and 3: ten minutes (past "some minutes after import") and a day.
@@ -195,7 +195,7 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
 def run_cache_probe(evaluation: Any, problem, seed: int) -> None:
     """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
     from kgen.evals.checks.candidate_call import clone_value, same_outputs
-    from kgen.evals.checks.compare import flatten_outputs
+    from kgen.evals.problem.format import flatten_outputs
 
     torch = evaluation.torch
     what = f"cache probe, seed {seed}"
@@ -229,7 +229,7 @@ def _plain_call(evaluation: Any, candidate: Any, args: list[Any], clock_shift: f
     """The candidate called as a training loop calls it: gradients enabled, no instrumentation
     but the sandbox's audit hook (every watched trial runs under ``no_grad``, so a candidate
     that behaves by grad mode is caught one way or the other)."""
-    from kgen.evals.checks.compare import flatten_outputs
+    from kgen.evals.problem.format import flatten_outputs
 
     try:
         with evaluation.guard, torch.enable_grad():

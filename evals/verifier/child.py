@@ -388,11 +388,11 @@ class Evaluation:
 
     def inputs_for(self, problem, seed: int, distribution: str) -> list[Any]:
         """The trial's inputs on the device, laid out exactly as ``get_inputs()`` laid them out."""
-        from kgen.evals.checks.layout import copy_inputs
         from kgen.evals.problem.input_distributions import (
             apply_distribution,
             distribution_generator,
         )
+        from kgen.evals.problem.layout import copy_inputs
 
         self.memory.decision(problem.sizes)  # a problem this device cannot hold ends here, before allocating
         self.sizes_now = dict(problem.sizes)
@@ -449,8 +449,8 @@ class Evaluation:
         """The reference's outputs in the problem's own dtypes and in fp64; ``self.reference_aliases``
         names the outputs that share storage with an input (a view the candidate may return too)."""
         from kgen.evals.checks.candidate_call import aliased_outputs
-        from kgen.evals.checks.compare import flatten_outputs
-        from kgen.evals.checks.layout import copy_inputs
+        from kgen.evals.problem.format import flatten_outputs
+        from kgen.evals.problem.layout import copy_inputs
 
         where = self.memory.reference_device(self.sizes_now)
         on_host = where != self.device

@@ -52,7 +52,8 @@ def ill_conditioned(ev, reference, inputs, native, ref64) -> list[int]:
     """Outputs that move by more than half their tolerance when every floating input is
     nudged by one fp32 rounding (2^-24 relative): no kernel computing in fp32 can be
     judged there (rmsnorm backward over one element is rounding noise)."""
-    from kgen.evals.checks.compare import compare_output, flatten_outputs
+    from kgen.evals.checks.compare import compare_output
+    from kgen.evals.problem.format import flatten_outputs
 
     torch = ev.torch
     generator = torch.Generator().manual_seed(12345)
@@ -75,7 +76,7 @@ def diagnose(ev, problem, seed: int, inputs, ref64, what: str, failure) -> tuple
     """Name a numerical failure by the one thing that fixes it, when one does: the inputs
     laid out contiguously (the kernel ignores strides), or the weights the candidate was
     built with left in place (it copied them at construction)."""
-    from kgen.evals.checks.layout import compact_copies, describe_layout, is_plain_layout
+    from kgen.evals.problem.layout import compact_copies, describe_layout, is_plain_layout
 
     views = [i for i, x in enumerate(inputs) if not is_plain_layout(x)]
     if views and plain_call_matches(ev, problem, seed, compact_copies(inputs), ref64):
@@ -116,8 +117,9 @@ def plain_call_matches(
     """One unwatched call on a new pair of modules: does it match ``ref64`` (recomputed when
     the weights differ, or with the reference switched to ``reference_mode`` "eval", when
     that changes the reference's answer)?"""
-    from kgen.evals.checks.compare import compare_output, failure_of, flatten_outputs
-    from kgen.evals.checks.layout import copy_inputs
+    from kgen.evals.checks.compare import compare_output, failure_of
+    from kgen.evals.problem.format import flatten_outputs
+    from kgen.evals.problem.layout import copy_inputs
 
     reference, candidate = ev.models(problem, seed, fresh_weights=fresh_weights)
     if not fresh_weights:

@@ -95,8 +95,8 @@ def run_timing(ev) -> None:
     """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
     problem's default sizes; judge the figures before reporting them."""
     from kgen.backends.targets import UnknownTargetError, resolve_target
-    from kgen.evals.checks.compare import compare_output, failure_of, flatten_outputs
-    from kgen.evals.problem.format import load_problem
+    from kgen.evals.checks.compare import compare_output, failure_of
+    from kgen.evals.problem.format import flatten_outputs, load_problem
     from kgen.evals.timing.baseline_cache import cache_key, cached
     from kgen.evals.timing.baselines import BaselineUnavailable, liger_baseline
     from kgen.evals.timing.bench_result import BenchResult

@@ -5,9 +5,9 @@ import copy
 import pytest
 import torch
 
-from kgen.evals.checks.compare import compare_output, flatten_outputs
+from kgen.evals.checks.compare import compare_output
 from kgen.evals.problem.catalog import catalog
-from kgen.evals.problem.format import ProblemInfo, load_problem
+from kgen.evals.problem.format import ProblemInfo, flatten_outputs, load_problem
 from kgen.evals.problem.input_distributions import (
     KNOWN_DISTRIBUTIONS,
     apply_distribution,

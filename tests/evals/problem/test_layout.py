@@ -2,7 +2,7 @@
 
 import torch
 
-from kgen.evals.checks.layout import compact_copies, copy_inputs, describe_layout, is_plain_layout
+from kgen.evals.problem.layout import compact_copies, copy_inputs, describe_layout, is_plain_layout
 
 
 def test_views_of_one_fused_tensor_stay_views_of_one_new_storage():
