@@ -8,12 +8,14 @@ TMPDIR, resource limits (no core dumps, bounded file size, bounded address
 space on CPU runs) and, where the OS allows an unprivileged or root
 ``unshare -n``, a network namespace with no interfaces at all.
 
-A child may also be started ahead of need (``worker_pool.py``): it is boxed exactly as a
-cold one (same environment, limits and box directory) and only waits for its arguments.
+A child may also be started ahead of need (``worker_pool.py`` keeps them): it is boxed
+exactly as a cold one (same environment, limits and box directory) and only waits for its
+arguments; :class:`Spare` is such a child, which :func:`run_python_module` can be handed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -24,9 +26,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from pydantic import BaseModel
 
@@ -39,9 +42,6 @@ from kgen.evals.sandbox.lifecycle import (
     unregister,
 )
 
-if TYPE_CHECKING:
-    from kgen.evals.sandbox.worker_pool import Spare
-
 #: Environment variables a candidate may see (prefixes end in "_").
 ENV_ALLOW = (
     "PATH", "LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME",
@@ -50,6 +50,9 @@ ENV_ALLOW = (
 )
 #: Names that look like credentials are dropped even when allowed above.
 SECRET_PATTERN = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+
+#: The file a spare writes in its box once its start-up is done and it only waits.
+READY_FILE = ".kgen-spare-ready"
 
 
 class SandboxLimits(BaseModel):
@@ -234,3 +237,48 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
     proc.wait()
     unregister(proc.pid)
+
+
+@dataclass
+class Spare:
+    """A started child waiting for its arguments; ``workdir/box`` is its HOME, TMPDIR and cwd."""
+
+    key: tuple
+    proc: subprocess.Popen
+    workdir: Path
+    network_isolated: bool
+
+    @property
+    def box(self) -> Path:
+        return self.workdir / "box"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def ready(self) -> bool:
+        """Its start-up (imports, CUDA context) is done: it uses no CPU or GPU until handed a run."""
+        return (self.box / READY_FILE).exists()
+
+    def hand_over(self, args: Sequence[str]) -> subprocess.Popen | None:
+        """Give the waiting child its arguments; None (and the spare ended) if it already died."""
+        if not self.alive():
+            self.discard(remove_dir=False)
+            return None
+        try:
+            self.proc.stdin.write((json.dumps({"args": list(args)}) + "\n").encode())
+            self.proc.stdin.close()  # the candidate reads nothing more from kgen
+        except (BrokenPipeError, OSError, ValueError):
+            self.discard(remove_dir=False)
+            return None
+        return self.proc
+
+    def discard(self, remove_dir: bool = True) -> None:
+        """End the spare's process group (and, unless its box is in use, remove its directory)."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        kill_group(self.proc)
+        if remove_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)

@@ -30,12 +30,11 @@ import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgen.evals.sandbox.box import SandboxLimits, child_environment, kill_group, start_boxed
+from kgen.evals.sandbox.box import READY_FILE, SandboxLimits, Spare, child_environment, start_boxed
 from kgen.evals.sandbox.scratch import new_workdir
 
 #: Kinds of spare kept at once (a kind is a :class:`WorkerSpec` key); a new kind ends the oldest.
@@ -49,8 +48,6 @@ WAIT_FLAG = "--wait"
 _BOX_ENTRIES = ("HOME", "TMPDIR")
 #: How long ``take`` waits for a spare whose start was asked for but has not happened yet.
 PENDING_START_WAIT_S = 30.0
-#: The file a spare writes in its box once its start-up is done and it only waits.
-READY_FILE = ".kgen-spare-ready"
 
 
 class WorkerSpec(BaseModel):
@@ -76,51 +73,6 @@ class WorkerSpec(BaseModel):
 
     def wait_args(self) -> list[str]:
         return [WAIT_FLAG, self.device, self.backend]
-
-
-@dataclass
-class Spare:
-    """A started child waiting for its arguments; ``workdir/box`` is its HOME, TMPDIR and cwd."""
-
-    key: tuple
-    proc: subprocess.Popen
-    workdir: Path
-    network_isolated: bool
-
-    @property
-    def box(self) -> Path:
-        return self.workdir / "box"
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def ready(self) -> bool:
-        """Its start-up (imports, CUDA context) is done: it uses no CPU or GPU until handed a run."""
-        return (self.box / READY_FILE).exists()
-
-    def hand_over(self, args: Sequence[str]) -> subprocess.Popen | None:
-        """Give the waiting child its arguments; None (and the spare ended) if it already died."""
-        if not self.alive():
-            self.discard(remove_dir=False)
-            return None
-        try:
-            self.proc.stdin.write((json.dumps({"args": list(args)}) + "\n").encode())
-            self.proc.stdin.close()  # the candidate reads nothing more from kgen
-        except (BrokenPipeError, OSError, ValueError):
-            self.discard(remove_dir=False)
-            return None
-        return self.proc
-
-    def discard(self, remove_dir: bool = True) -> None:
-        """End the spare's process group (and, unless its box is in use, remove its directory)."""
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        except OSError:
-            pass
-        kill_group(self.proc)
-        if remove_dir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class _Pool:
