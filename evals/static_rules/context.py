@@ -305,7 +305,7 @@ class _Context:
         self.reach = Reachability(self.tree, self.never_run)
         self.forward_path = {fn for fn, where in self.reach.contexts.items() if FORWARD in where}
         self.init_only = {fn for fn, where in self.reach.contexts.items() if where == {INIT}}
-        self.buffers = registered_buffers(self)
+        self.buffers = registered_buffers(self.nodes, self.resolve, self.nn_instances)
 
     def _per_call(self, fn: ast.AST | None) -> bool:
         """Whether ``fn`` runs only on forward calls (a closure it makes is fresh every call)."""
@@ -332,7 +332,7 @@ class _Context:
             return True
         return (
             on_cpu_side(node, self.resolve)
-            or seed_draw(self, node)
+            or seed_draw(node, self.resolve)
             or in_buffer_update(node, self.buffers)
         )
 

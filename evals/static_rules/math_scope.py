@@ -26,12 +26,10 @@ literal name, ``nn.Buffer``, and ``running_mean``/``running_var``/
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
 from kgen.evals.static_rules.ast_helpers import _is_self, _literal_str, _parent
-
-if TYPE_CHECKING:
-    from kgen.evals.static_rules.context import _Context
+from kgen.evals.static_rules.device_guard import Resolve
 
 #: buffers every torch.nn norm module registers
 NORM_BUFFERS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
@@ -39,10 +37,11 @@ NORM_BUFFERS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
 _SEED_DRAWS = frozenset({"torch.randint", "torch.randn", "torch.rand"})
 
 
-def registered_buffers(ctx: _Context) -> set[str]:
-    """``"self.X"`` (and ``"self.m.running_mean"``) for every buffer the candidate registers."""
+def registered_buffers(nodes: Iterable[ast.AST], resolve: Resolve, nn_instances: Iterable[str]) -> set[str]:
+    """``"self.X"`` (and ``"self.m.running_mean"``) for every buffer the candidate registers,
+    among its ``nodes``; ``nn_instances`` name the attributes that hold torch.nn modules."""
     found: set[str] = set()
-    for node in ctx.nodes:
+    for node in nodes:
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -53,10 +52,10 @@ def registered_buffers(ctx: _Context) -> set[str]:
         ):
             found.add(f"self.{_literal_str(node.args[0])}")
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
-            if ctx.resolve(node.value.func) == "torch.nn.Buffer":
+            if resolve(node.value.func) == "torch.nn.Buffer":
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 found.update(f"self.{t.attr}" for t in targets if isinstance(t, ast.Attribute) and _is_self(t.value))
-    for holder in ctx.nn_instances:
+    for holder in nn_instances:
         if holder.startswith("self."):
             found.update(f"{holder}.{name}" for name in NORM_BUFFERS)
     return found
@@ -103,13 +102,13 @@ def in_buffer_update(node: ast.AST, buffers: set[str]) -> bool:
     return stmt is not None and buffer_update(stmt, buffers)
 
 
-def seed_draw(ctx: _Context, node: ast.AST) -> bool:
+def seed_draw(node: ast.AST, resolve: Resolve) -> bool:
     """Whether ``node`` names ``torch.randint`` & co. in a call that draws one host number."""
     call = _parent(node)
     return (
         isinstance(call, ast.Call)
         and call.func is node
-        and ctx.resolve(node) in _SEED_DRAWS
+        and resolve(node) in _SEED_DRAWS
         and _one_number(call)
     )
 

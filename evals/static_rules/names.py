@@ -107,6 +107,13 @@ __round__ __floor__ __ceil__ __trunc__ __array__ __dlpack__
 #: tensor / torch.nn.functional compute names (in-place "X_" variants are covered through "X")
 COMPUTE_METHODS: frozenset[str] = frozenset(_COMPUTE_METHOD_NAMES.split())
 
+
+def is_compute_method(name: str) -> bool:
+    """A tensor compute method by name, its in-place ``X_`` variant included."""
+    if name in COMPUTE_METHODS:
+        return True
+    return name.endswith("_") and not name.endswith("__") and name[:-1] in COMPUTE_METHODS
+
 _HOST_ESCAPES = frozenset({"numpy", "tolist", "__array__", "__dlpack__"})
 #: deny-listed names that are also common plain attributes (finfo.max): flagged only when called
 _ATTRIBUTE_LOOKALIKES = frozenset({"max", "min", "mode"})

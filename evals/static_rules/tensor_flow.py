@@ -24,10 +24,11 @@ from kgen.evals.static_rules.names import (
     _TENSOR_BUILTINS,
     _TENSOR_SEQUENCE_METHODS,
     ALLOWED_METHODS,
+    is_compute_method,
 )
 
 if TYPE_CHECKING:
-    from kgen.evals.static_rules.torch_math import _TorchMathRules
+    from kgen.evals.static_rules.context import _Context
 
 
 class _TensorFlow:
@@ -35,7 +36,7 @@ class _TensorFlow:
 
     def __init__(
         self,
-        checker: _TorchMathRules,
+        checker: _Context,
         fn: ast.FunctionDef | ast.AsyncFunctionDef,
         inherited: set[str] | None = None,
         silent: bool = False,
@@ -98,7 +99,7 @@ class _TensorFlow:
                 attr = node.func.attr
                 if attr in ALLOWED_METHODS - {"stride", "size", "numel", "nelement", "dim", "ndimension", "is_contiguous", "data_ptr", "element_size", "storage_offset", "item", "get_device", "is_floating_point", "is_complex", "untyped_storage", "dim_order", "is_pinned"}:
                     return attr not in _TENSOR_SEQUENCE_METHODS and self.is_tensor(node.func.value)
-                if self.c._compute_method(attr):
+                if is_compute_method(attr):
                     return self.is_tensor(node.func.value)
             return False
         if isinstance(node, ast.BinOp):

@@ -93,12 +93,12 @@ from kgen.evals.static_rules.names import (
     _HOST_ESCAPES,
     _OPERATOR_ARITH,
     COMPUTE_LIBRARIES,
-    COMPUTE_METHODS,
     LIBRARY_CALLS_TEXT,
     LIBRARY_METHODS,
     LIBRARY_MODULES,
     LIBRARY_TORCH_NAMES,
     TORCH_ALLOWED,
+    is_compute_method,
 )
 from kgen.evals.static_rules.tensor_flow import _TensorFlow
 
@@ -200,7 +200,7 @@ class _TorchMathRules(_Context):
         if (
             literal is not None
             and name == "getattr"
-            and self._compute_method(literal)
+            and is_compute_method(literal)
             and not (self._library and literal in LIBRARY_METHODS)
             and not self._exempt_receiver(node.args[0])
             and self.resolve(node.args[0]) is None
@@ -209,11 +209,6 @@ class _TorchMathRules(_Context):
             self.report("tensor-method", node, f"getattr(..., {literal!r}) reaches a tensor compute method")
             return True
         return False
-
-    def _compute_method(self, name: str) -> bool:
-        if name in COMPUTE_METHODS:
-            return True
-        return name.endswith("_") and not name.endswith("__") and name[:-1] in COMPUTE_METHODS
 
     def _exempt_receiver(self, receiver: ast.AST) -> bool:
         if _is_self(receiver):
@@ -224,7 +219,7 @@ class _TorchMathRules(_Context):
         return name is not None and not name.startswith("torch")
 
     def _check_method_reference(self, node: ast.Attribute, parent: ast.AST | None) -> None:
-        if not self._compute_method(node.attr) or self._math_exempt(node):
+        if not is_compute_method(node.attr) or self._math_exempt(node):
             return
         if self._library and node.attr in LIBRARY_METHODS:
             return
