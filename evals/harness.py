@@ -30,7 +30,7 @@ from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome, run_python_mod
 from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.evals.sandbox.scratch import new_workdir
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
-from kgen.evals.verifier.child import (
+from kgen.evals.verifier.messages import (
     HEARTBEAT_FILE,
     STAGES,
     TIMING_ONLY_STAGES,
@@ -218,16 +218,10 @@ def evaluate(
         device=device,
         targets=targets,
         verdict=Verdict.PASSED,
-        stages=report.stages,
-        trials=report.trials,
-        skipped=report.skipped,
-        kernels=report.kernels,
-        train_check=report.train_check,
-        bench=report.bench,
-        memory=report.memory,
         kgen_version=kgen.__version__,
         policies=policies,
         prestarted=outcome.prestarted,
+        **report.evidence(),  # the verdict is decided below, from the report and the child's exit
     )
     _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age,
                    TIMING_ONLY_STAGES if options.timing_only else STAGES)

@@ -1,12 +1,17 @@
-"""The whole evaluation of one candidate: ``EvalResult``, what ``kgen eval --json`` prints
-and every run folder's eval.json holds (the vocabulary it is written in is ``verdict.py``).
+"""What the verifier found, and the whole evaluation of one candidate.
+
+``VerifierReport`` declares once what the verifier child reports (``verifier/messages.py``'s
+``ChildReport`` extends it) and what ``EvalResult`` carries to the CLI, the agent and the
+knowledge base; ``EvalResult`` adds who was judged, where, and the verdict the parent
+reached from the report and the child's exit. The vocabulary both are written in is
+``verdict.py``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from kgen.backends.base import KernelReport
 from kgen.evals.problem.memory_plan import MemoryReport
@@ -22,7 +27,50 @@ from kgen.evals.verdict import (
 )
 
 
-class EvalResult(ResultModel):
+class VerifierEvidence(ResultModel):
+    """What the verifier's stages recorded, handed from the child's report to ``EvalResult``
+    as it is: the parent adds to it (a stage the child died in) but never re-decides it."""
+
+    stages: list[StageResult] = Field(default_factory=list)
+    #: trials not run and why (a generated size set the reference cannot run, an output the
+    #: distribution makes unrepresentable in its dtype)
+    skipped: list[str] = Field(default_factory=list)
+    trials: list[Trial] = Field(default_factory=list)
+    kernels: list[KernelReport] = Field(default_factory=list)
+    #: the training check's loss curves and verdict, when it ran
+    train_check: dict[str, Any] | None = None
+    #: timings at the default sizes (candidate, eager, torch.compile), speed-of-light; GPU only
+    bench: BenchResult | None = None
+    #: device memory the evaluation held: peak over the problem's inputs + outputs (``memory_plan.py``)
+    memory: MemoryReport | None = None
+
+    def evidence(self) -> dict[str, Any]:
+        """The evidence fields by name, the very objects (no copies): what a result built
+        from a report starts with."""
+        return {name: getattr(self, name) for name in VerifierEvidence.model_fields}
+
+
+class VerifierReport(VerifierEvidence):
+    """The evidence and the verifier's reason to stop: a rejection, or no verdict and why.
+    In ``EvalResult`` these are the final verdict's, which the parent decides (a child that
+    crashed, timed out or was stopped reported neither)."""
+
+    rejection: RejectionClass | None = None
+    #: set when the verdict is inconclusive: what stopped the harness
+    inconclusive: InconclusiveCause | None = None
+    reason: str = ""
+
+
+#: The order of ``EvalResult``'s keys in its JSON since the first saved eval.json: who was
+#: judged, the verdict, then the evidence. Keys not named here follow in declaration order.
+_SAVED_KEY_ORDER = (
+    "problem", "problem_path", "candidate", "backend", "device", "targets", "verdict", "rejection",
+    "inconclusive", "policies", "reason", "stages", "trials", "skipped", "kernels", "train_check", "bench",
+    "memory", "seconds", "prestarted", "kgen_version",
+)
+
+
+class EvalResult(VerifierReport):
     """The whole evaluation of one candidate on one problem: what `kgen eval --json` prints."""
 
     problem: str
@@ -32,27 +80,19 @@ class EvalResult(ResultModel):
     device: str
     targets: list[str] = Field(default_factory=list)
     verdict: Verdict
-    rejection: RejectionClass | None = None
-    #: set when the verdict is inconclusive: what stopped the harness
-    inconclusive: InconclusiveCause | None = None
     #: the policies the candidate was judged under (``evals/problem/policies.py``)
     policies: Policies = Field(default_factory=Policies)
-    reason: str = ""
-    stages: list[StageResult] = Field(default_factory=list)
-    trials: list[Trial] = Field(default_factory=list)
-    #: trials not run and why (sizes the reference cannot run, unrepresentable outputs)
-    skipped: list[str] = Field(default_factory=list)
-    kernels: list[KernelReport] = Field(default_factory=list)
-    #: the training check's loss curves and verdict, when it ran
-    train_check: dict[str, Any] | None = None
-    #: timings at the default sizes (candidate, eager, torch.compile), speed-of-light; GPU only
-    bench: BenchResult | None = None
-    #: device memory the evaluation held: peak over the problem's inputs + outputs (``memory_plan.py``)
-    memory: MemoryReport | None = None
     seconds: float = 0.0
     #: the verifier was a spare started ahead of need (``worker_pool.py``): its start-up is not in ``seconds``
     prestarted: bool = False
     kgen_version: str = ""
+
+    @model_serializer(mode="wrap")
+    def _in_saved_key_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Inherited fields come first in pydantic's order; the JSON keeps its own, so
+        ``kgen eval --json`` and eval.json files written before and after compare line by line."""
+        data = handler(self)
+        return {key: data[key] for key in _SAVED_KEY_ORDER if key in data} | data
 
     @property
     def passed(self) -> bool:

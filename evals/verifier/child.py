@@ -26,21 +26,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from kgen.backends.base import KernelLaunch, KernelReport
-from kgen.backends.registry import DEFAULT_BACKEND
+from kgen.backends.base import KernelLaunch
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.problem.format import sizes_text
-from kgen.evals.problem.memory_plan import MemoryReport
-from kgen.evals.problem.policies import Policies, Precision
-from kgen.evals.timing.bench_result import BenchResult
+from kgen.evals.problem.policies import Precision
 from kgen.evals.verdict import (
     Inconclusive,
     InconclusiveCause,
     Rejected,
     RejectionClass,
-    ResultModel,
     SkipTrial,
     StageResult,
     StageStatus,
@@ -53,63 +47,16 @@ from kgen.evals.verifier.failure_diagnosis import (
     name_failure,
     probe_precision,
 )
+from kgen.evals.verifier.messages import (
+    HEARTBEAT_FILE,
+    STAGES,
+    TIMING_ONLY_STAGES,
+    ChildReport,
+    ChildRequest,
+)
 
-#: Beside the report: the backend's heartbeat on a CPU run (``Backend.report_progress``).
-HEARTBEAT_FILE = "heartbeat"
 #: Scalars a forward may read to the host per call (sizes, a flag); more is host computation.
 MAX_HOST_READS = 16
-
-
-class ChildRequest(BaseModel):
-    problem_path: str
-    candidate_path: str
-    backend: str = DEFAULT_BACKEND
-    device: str = "cpu"
-    seeds: list[int]
-    size_sets: list[dict[str, int]]
-    #: indices of size sets kgen made up: skipped, not failed, if the reference cannot run them
-    generated_size_sets: list[int] = Field(default_factory=list)
-    #: index of a generated set -> one-constant-at-a-time sets to try if the reference cannot run it
-    fallback_size_sets: dict[int, list[dict[str, int]]] = Field(default_factory=dict)
-    #: sizes for the precision-probe distributions (a long reduction axis); None: the first set
-    probe_sizes: dict[str, int] | None = None
-    distributions: bool = True
-    targets: list[str] = Field(default_factory=list)
-    #: compiled for too; a failure there is recorded, not a rejection (``EvalOptions``)
-    also_compile_for: list[str] = Field(default_factory=list)
-    #: sizes whose kernel launches are compiled for the targets (the problem's defaults)
-    compile_sizes: dict[str, int] | None = None
-    train_check: bool = False
-    #: time the candidate and the baselines at the problem's default sizes (GPU only)
-    bench: bool = False
-    bench_sizes: dict[str, int] | None = None
-    workdir: str = "."
-    policies: Policies = Field(default_factory=Policies)
-    #: the harness self-test: the candidate is the problem's own reference, so the rules that
-    #: demand a kernel are off (static rules, launches, torch compute, the ghost check)
-    reference_self_test: bool = False
-    #: a run's folder of baseline timings (``baseline_cache.py``); None: measure them here
-    baseline_cache_dir: str | None = None
-    #: only the static checks, loading and timing: the candidate was verified by another
-    #: verifier process already (``evals/batch.py`` verifies a batch in parallel, then times
-    #: the passed ones one at a time, each alone on the GPU)
-    timing_only: bool = False
-
-
-class ChildReport(ResultModel):
-    stages: list[StageResult] = Field(default_factory=list)
-    #: trials not run, and why (a generated size set the reference cannot run, an
-    #: output the distribution makes unrepresentable in its dtype)
-    skipped: list[str] = Field(default_factory=list)
-    trials: list[Trial] = Field(default_factory=list)
-    kernels: list[KernelReport] = Field(default_factory=list)
-    train_check: dict[str, Any] | None = None
-    bench: BenchResult | None = None
-    memory: MemoryReport | None = None
-    rejection: RejectionClass | None = None
-    inconclusive: InconclusiveCause | None = None
-    reason: str = ""
-    finished: bool = False
 
 
 def _write(report: ChildReport, path: Path) -> None:
@@ -721,10 +668,6 @@ class Evaluation:
         self.stage("train_check", StageStatus.PASSED, result.message, started)
 
 
-STAGES = ("static", "load", "correctness", "compile", "train_check", "timing")
-#: what a timing-only verifier runs: the same static rules and loading, then the timing (whose
-#: last timed call is compared with the fp64 reference again)
-TIMING_ONLY_STAGES = ("static", "load", "timing")
 #: how many static rule violations a rejection reason lists (all of them are in the stage's evidence)
 STATIC_SHOWN = 20
 

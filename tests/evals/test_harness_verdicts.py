@@ -20,7 +20,7 @@ from kgen.evals.verdict import (
     Trial,
     Verdict,
 )
-from kgen.evals.verifier.child import ChildReport
+from kgen.evals.verifier.messages import ChildReport
 
 
 def _result(device: str) -> EvalResult:

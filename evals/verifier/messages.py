@@ -1,0 +1,65 @@
+"""What the parent and the verifier child say to each other: the request the harness writes
+before starting the child, and the report the child writes back (after every stage and
+every trial, so a child the candidate kills still leaves its evidence).
+
+Read by the parent (``evals/harness.py``): nothing here imports torch or a toolchain.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from kgen.backends.registry import DEFAULT_BACKEND
+from kgen.evals.problem.policies import Policies
+from kgen.evals.result import VerifierReport
+
+#: Beside the report: the backend's heartbeat on a CPU run (``Backend.report_progress``).
+HEARTBEAT_FILE = "heartbeat"
+#: The stages the child runs, in order (``child.py`` builds them; a test holds the two together):
+#: the parent names the one a killed child was in by the first of these it has not finished.
+STAGES = ("static", "load", "correctness", "compile", "train_check", "timing")
+#: what a timing-only verifier runs: the same static rules and loading, then the timing (whose
+#: last timed call is compared with the fp64 reference again)
+TIMING_ONLY_STAGES = ("static", "load", "timing")
+
+
+class ChildRequest(BaseModel):
+    problem_path: str
+    candidate_path: str
+    backend: str = DEFAULT_BACKEND
+    device: str = "cpu"
+    seeds: list[int]
+    size_sets: list[dict[str, int]]
+    #: indices of size sets kgen made up: skipped, not failed, if the reference cannot run them
+    generated_size_sets: list[int] = Field(default_factory=list)
+    #: index of a generated set -> one-constant-at-a-time sets to try if the reference cannot run it
+    fallback_size_sets: dict[int, list[dict[str, int]]] = Field(default_factory=dict)
+    #: sizes for the precision-probe distributions (a long reduction axis); None: the first set
+    probe_sizes: dict[str, int] | None = None
+    distributions: bool = True
+    targets: list[str] = Field(default_factory=list)
+    #: compiled for too; a failure there is recorded, not a rejection (``EvalOptions``)
+    also_compile_for: list[str] = Field(default_factory=list)
+    #: sizes whose kernel launches are compiled for the targets (the problem's defaults)
+    compile_sizes: dict[str, int] | None = None
+    train_check: bool = False
+    #: time the candidate and the baselines at the problem's default sizes (GPU only)
+    bench: bool = False
+    bench_sizes: dict[str, int] | None = None
+    workdir: str = "."
+    policies: Policies = Field(default_factory=Policies)
+    #: the harness self-test: the candidate is the problem's own reference, so the rules that
+    #: demand a kernel are off (static rules, launches, torch compute, the ghost check)
+    reference_self_test: bool = False
+    #: a run's folder of baseline timings (``baseline_cache.py``); None: measure them here
+    baseline_cache_dir: str | None = None
+    #: only the static checks, loading and timing: the candidate was verified by another
+    #: verifier process already (``evals/batch.py`` verifies a batch in parallel, then times
+    #: the passed ones one at a time, each alone on the GPU)
+    timing_only: bool = False
+
+
+class ChildReport(VerifierReport):
+    """The verifier's report (``VerifierReport``), and whether the child got to its end."""
+
+    finished: bool = False
