@@ -1,1 +1,1 @@
-"""The verifier's child process: its entry point and one module per stage."""
+"""The verifier's child process: its entry point, the context its stages share, one module per stage, and the trials and checks the stages run."""

@@ -55,6 +55,9 @@ from kgen.evals.checks.module_state import (
 from kgen.evals.problem.format import sizes_text
 from kgen.evals.problem.layout import copy_inputs
 from kgen.evals.verdict import Rejected, RejectionClass
+from kgen.evals.verifier.context import VerifierContext
+from kgen.evals.verifier.trial_parts import inputs_for, models, references
+from kgen.evals.verifier.watched_call import check_aliases, raise_guard_violation, runtime_error
 
 #: The clock shifts of calls 2 and 3: ten minutes (past "some minutes after import") and a day.
 CLOCK_SHIFTS_S = (600.0, 90_061.0)
@@ -112,23 +115,23 @@ def _perturb(block: torch.Tensor, generator: torch.Generator) -> None:
         block.copy_(new.to(block.device, block.dtype))
 
 
-def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResult:
-    """The six calls above; raises the evaluation's ``Rejected`` on the first fault."""
+def run_call_sequence(ctx: VerifierContext, problem: Any, seed: int) -> SequenceResult:
+    """The six calls above; raises ``Rejected`` on the first fault."""
 
     result = SequenceResult()
-    reference, candidate = evaluation.models(problem, seed)
-    transferred = evaluation.transfer is not None and evaluation.transfer.transferred
-    result.weights = evaluation.transfer.how if transferred else "none"
-    globals_of = evaluation.module
+    reference, candidate = models(ctx, problem, seed)
+    transferred = ctx.transfer is not None and ctx.transfer.transferred
+    result.weights = ctx.transfer.how if transferred else "none"
+    globals_of = ctx.module
     generator = torch.Generator().manual_seed(seed)
     # the inputs' copies beside the reference: on the host when the device has no room for it
     # (``memory_plan.py``); the outputs' copies on the host always (six calls' worth), the
     # outputs themselves all held only where the device has room
-    pristine = evaluation.memory.reference_device(problem.sizes)
-    kept = KeptOutputs(torch.device("cpu"), hold_all=pristine == evaluation.device)
+    pristine = ctx.memory.reference_device(problem.sizes)
+    kept = KeptOutputs(torch.device("cpu"), hold_all=pristine == ctx.device)
     sizes = sizes_text(problem.sizes)
 
-    inputs = evaluation.inputs_for(problem, seed, "normal")
+    inputs = inputs_for(ctx, problem, seed, "normal")
     args: list[Any] = []
     steps = ("plain", "clock_minutes", "clock_day", "weights", "partial", "in_place")
     for step, name in enumerate(steps, start=1):
@@ -136,7 +139,7 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
             args = []  # the last call's buffers: only the in-place call uses them again
         if name in ("clock_minutes", "clock_day", "weights"):
             del inputs  # freed before the next set is drawn: full-size inputs can be gigabytes
-            inputs = evaluation.inputs_for(problem, seed + step, "normal")
+            inputs = inputs_for(ctx, problem, seed + step, "normal")
         if name == "weights" and transferred:
             rerandomise(reference, torch.Generator().manual_seed(seed + 7))
             transfer_weights(reference, candidate)
@@ -150,26 +153,26 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
         # The candidate first: no reference output is lying in freed memory for it to find.
         args = inputs if name == "in_place" else copy_inputs(inputs)
         shift = {"clock_minutes": CLOCK_SHIFTS_S[0], "clock_day": CLOCK_SHIFTS_S[1]}.get(name)
-        outputs = _plain_call(evaluation, candidate, args, clock_shift=shift, what=what)
+        outputs = _plain_call(ctx, candidate, args, clock_shift=shift, what=what)
         mutated = [i for i, (a, b) in enumerate(zip(saved, args, strict=True))
                    if isinstance(a, torch.Tensor) and not same_values(a, b)]
         if mutated:
             raise Rejected(RejectionClass.INPUT_MUTATION, f"forward changed input(s) {mutated} in place ({what})")
         ref_state = state_fingerprint(reference)
-        native, ref64 = evaluation.references(reference, saved)
+        native, ref64 = references(ctx, reference, saved)
         reference_changes = bool(changed_state(ref_state, reference))
         try:
             check_structure(outputs, native)
         except ComparisonFailure as exc:
             raise Rejected(exc.rejection, f"{exc} ({what})") from exc
         failure = failure_of([
-            compare_output(i, o, r, precision=evaluation.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
+            compare_output(i, o, r, precision=ctx.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
         ])
         if failure is not None:
-            if name.startswith("clock") and _wrong_without_the_clock(evaluation, candidate, saved, native, ref64, what):
+            if name.startswith("clock") and _wrong_without_the_clock(ctx, candidate, saved, native, ref64, what):
                 name = "plain"  # wrong unwatched whatever the clock says: it tells watched calls apart
             raise Rejected(*_name(name, failure, what))
-        evaluation.check_aliases(aliased_outputs(outputs, args), what)
+        check_aliases(ctx, aliased_outputs(outputs, args), what)
         changed = changed_state(before, candidate, globals_of)
         if changed and not reference_changes:
             raise Rejected(
@@ -178,7 +181,7 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
                 f"reference module leaves alone: state carried from one call to the next ({what})",
             )
         # An output the reference also returns as a view of an input changes with that input.
-        kept.add(what, outputs, skip=set(evaluation.reference_aliases))
+        kept.add(what, outputs, skip=set(ctx.reference_aliases))
         del outputs, native, ref64, saved
         result.calls.append(SequenceCall(what=what))
     overwritten = kept.first_changed()
@@ -192,21 +195,21 @@ def run_call_sequence(evaluation: Any, problem: Any, seed: int) -> SequenceResul
     return result
 
 
-def run_cache_probe(evaluation: Any, problem, seed: int) -> None:
+def run_cache_probe(ctx: VerifierContext, problem, seed: int) -> None:
     """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
     from kgen.evals.checks.candidate_call import clone_value, same_outputs
     from kgen.evals.problem.format import flatten_outputs
 
-    torch = evaluation.torch
+    torch = ctx.torch
     what = f"cache probe, seed {seed}"
-    first = evaluation.inputs_for(problem, seed, "normal")
-    second = evaluation.inputs_for(problem, seed + 7919, "normal")
-    _, candidate = evaluation.models(problem, seed)
+    first = inputs_for(ctx, problem, seed, "normal")
+    second = inputs_for(ctx, problem, seed + 7919, "normal")
+    _, candidate = models(ctx, problem, seed)
     # judged before any call, so no copy of the first inputs is kept: they are what was drawn
     inputs_differ = not same_outputs([x for x in first if isinstance(x, torch.Tensor)],
                                      [x for x in second if isinstance(x, torch.Tensor)])
     try:
-        with evaluation.guard, torch.no_grad():
+        with ctx.guard, torch.no_grad():
             out_first = [clone_value(o) for o in flatten_outputs(candidate(*first))]
             for buffer, new in zip(first, second, strict=True):
                 if isinstance(buffer, torch.Tensor):
@@ -214,9 +217,9 @@ def run_cache_probe(evaluation: Any, problem, seed: int) -> None:
             del second
             out_second = flatten_outputs(candidate(*first))
     except Exception as exc:  # noqa: BLE001 - untrusted code
-        evaluation.raise_guard_violation()
-        raise evaluation.runtime_error(exc, what) from exc
-    evaluation.raise_guard_violation()
+        raise_guard_violation(ctx)
+        raise runtime_error(ctx, exc, what) from exc
+    raise_guard_violation(ctx)
     if inputs_differ and same_outputs(out_first, out_second):
         raise Rejected(
             RejectionClass.STALE_OUTPUT,
@@ -225,41 +228,41 @@ def run_cache_probe(evaluation: Any, problem, seed: int) -> None:
         )
 
 
-def _plain_call(evaluation: Any, candidate: Any, args: list[Any], clock_shift: float | None, what: str) -> list[Any]:
+def _plain_call(ctx: VerifierContext, candidate: Any, args: list[Any], clock_shift: float | None, what: str) -> list[Any]:
     """The candidate called as a training loop calls it: gradients enabled, no instrumentation
     but the sandbox's audit hook (every watched trial runs under ``no_grad``, so a candidate
     that behaves by grad mode is caught one way or the other)."""
     from kgen.evals.problem.format import flatten_outputs
 
     try:
-        with evaluation.guard, torch.enable_grad():
+        with ctx.guard, torch.enable_grad():
             if clock_shift is not None:
                 with shifted_clock(clock_shift):
                     outputs = flatten_outputs(candidate(*args))
             else:
                 outputs = flatten_outputs(candidate(*args))
     except Exception as exc:  # noqa: BLE001 - untrusted code
-        evaluation.raise_guard_violation()
-        raise evaluation.runtime_error(exc, what) from exc
-    evaluation.raise_guard_violation()
-    if evaluation.device.type == "cuda":
-        torch.cuda.synchronize(evaluation.device)
+        raise_guard_violation(ctx)
+        raise runtime_error(ctx, exc, what) from exc
+    raise_guard_violation(ctx)
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
     return outputs
 
 
 def _wrong_without_the_clock(
-    evaluation: Any, candidate: Any, inputs: list[Any], native: list[Any], ref64: list[Any], what: str
+    ctx: VerifierContext, candidate: Any, inputs: list[Any], native: list[Any], ref64: list[Any], what: str
 ) -> bool:
     """The same inputs once more, unwatched and with the clock as it is: still wrong means the
     fault is not the clock's (a candidate that detects instrumentation by what fresh memory
     holds can be right on one unwatched call and wrong on the next)."""
-    outputs = _plain_call(evaluation, candidate, copy_inputs(inputs, evaluation.device), clock_shift=None, what=what)
+    outputs = _plain_call(ctx, candidate, copy_inputs(inputs, ctx.device), clock_shift=None, what=what)
     try:
         check_structure(outputs, native)
     except ComparisonFailure:
         return True
     return failure_of([
-        compare_output(i, o, r, precision=evaluation.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
+        compare_output(i, o, r, precision=ctx.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
     ]) is not None
 
 

@@ -1,12 +1,12 @@
 """Naming a correctness failure: what the error looks like and which verification class it is.
 
-The verifier's child (``evals/verifier/child.py``) finds that a trial failed; the functions here,
-each given that evaluation (``ev``), decide what to tell the kernel's author: the
+A trial (``trials.py``) finds that the candidate's outputs failed; the functions here, each
+given the verifier's context (``ctx``), decide what to tell the kernel's author: the
 error's pattern and what passed before (:func:`explain`), the one change that would
 fix it when there is one (:func:`diagnose`: strided inputs, stale weights, the
-module's mode, unmatched parameters), a narrow accumulator (:func:`probe_precision`),
-and the verification class (:func:`name_failure`). :func:`ill_conditioned` tells a
-trial no fp32 kernel could pass from one the candidate failed.
+module's mode, unmatched parameters), and the verification class (:func:`name_failure`;
+a narrow accumulator is ``trials.probe_precision``'s to find, as it runs more trials).
+:func:`ill_conditioned` tells a trial no fp32 kernel could pass from one the candidate failed.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from typing import Any
 
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.problem.format import sizes_text
-from kgen.evals.verdict import Rejected, RejectionClass, SkipTrial, Trial
+from kgen.evals.verdict import RejectionClass, Trial
+from kgen.evals.verifier.context import VerifierContext
+from kgen.evals.verifier.trial_parts import models, references, to_device
 
 
-def explain(ev, failure, trial: Trial, outputs, ref64, reference, inputs):
+def explain(ctx: VerifierContext, failure, trial: Trial, outputs, ref64, reference, inputs):
     """The failure with its pattern (``error_shape``), what it means under the precision
     policy, and what passed before it: the words a fix can start from."""
     from kgen.evals.checks.compare import ComparisonFailure, outside_tolerance
@@ -38,31 +40,31 @@ def explain(ev, failure, trial: Trial, outputs, ref64, reference, inputs):
     rounded = {}
     for fmt in ROUNDING_FORMATS.get(out.dtype, ()):
         try:
-            rounded[fmt] = reference_from_rounded(reference, inputs, fmt, ev.device)[index]
+            rounded[fmt] = reference_from_rounded(reference, inputs, fmt, ctx.device)[index]
         except Exception:  # noqa: BLE001 - a diagnosis only: a format the reference cannot run in
             continue
-    phrases = error_pattern(out, r64, outside_tolerance(out, r64, ev.precision), rounded)
-    advice = precision_advice(phrases, ev.precision.value)
+    phrases = error_pattern(out, r64, outside_tolerance(out, r64, ctx.precision), rounded)
+    advice = precision_advice(phrases, ctx.precision.value)
     text = "; ".join([str(failure), *phrases, *([advice] if advice else []),
-                      passed_before([t for t in ev.report.trials if t is not trial])])
+                      passed_before([t for t in ctx.report.trials if t is not trial])])
     return ComparisonFailure(failure.rejection, text)
 
 
-def ill_conditioned(ev, reference, inputs, native, ref64) -> list[int]:
+def ill_conditioned(ctx: VerifierContext, reference, inputs, native, ref64) -> list[int]:
     """Outputs that move by more than half their tolerance when every floating input is
     nudged by one fp32 rounding (2^-24 relative): no kernel computing in fp32 can be
     judged there (rmsnorm backward over one element is rounding noise)."""
     from kgen.evals.checks.compare import compare_output
     from kgen.evals.problem.format import flatten_outputs
 
-    torch = ev.torch
+    torch = ctx.torch
     generator = torch.Generator().manual_seed(12345)
     nudged = []
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             noise = (torch.rand(x.shape, generator=generator, dtype=torch.float64) * 2 - 1).to(x.device)
             x = x.detach().to(torch.float64) * (1 + noise * 2.0**-24)
-        nudged.append(ev.to_device(x, upcast=True))
+        nudged.append(to_device(ctx, x, upcast=True))
     with torch.no_grad():
         moved = flatten_outputs(copy.deepcopy(reference).double()(*nudged))
     return [
@@ -72,47 +74,47 @@ def ill_conditioned(ev, reference, inputs, native, ref64) -> list[int]:
     ]
 
 
-def diagnose(ev, problem, seed: int, inputs, ref64, what: str, failure) -> tuple[RejectionClass, str] | None:
+def diagnose(ctx: VerifierContext, problem, seed: int, inputs, ref64, what: str, failure) -> tuple[RejectionClass, str] | None:
     """Name a numerical failure by the one thing that fixes it, when one does: the inputs
     laid out contiguously (the kernel ignores strides), or the weights the candidate was
     built with left in place (it copied them at construction)."""
     from kgen.evals.problem.layout import compact_copies, describe_layout, is_plain_layout
 
     views = [i for i, x in enumerate(inputs) if not is_plain_layout(x)]
-    if views and plain_call_matches(ev, problem, seed, compact_copies(inputs), ref64):
+    if views and plain_call_matches(ctx, problem, seed, compact_copies(inputs), ref64):
         layouts = "; ".join(f"input {i}: {describe_layout(inputs[i])}" for i in views)
         return (
             RejectionClass.LAYOUT_BLINDNESS,
             f"wrong on the problem's own strided inputs ({layouts}), right on contiguous copies of them: "
             f"the kernel ignores strides: {failure} ({what})",
         )
-    if ev.transfer is not None and ev.transfer.transferred and plain_call_matches(ev, 
-        problem, seed, inputs, ref64, fresh_weights=False
+    if ctx.transfer is not None and ctx.transfer.transferred and plain_call_matches(
+        ctx, problem, seed, inputs, ref64, fresh_weights=False
     ):
         return (
             RejectionClass.STALE_WEIGHTS,
             "right with the weights it was built with, wrong once other weights were loaded into it "
-            f"({ev.transfer.how}): it computes from a copy taken at construction: {failure} ({what})",
+            f"({ctx.transfer.how}): it computes from a copy taken at construction: {failure} ({what})",
         )
-    if plain_call_matches(ev, problem, seed, inputs, ref64, reference_mode="eval"):
+    if plain_call_matches(ctx, problem, seed, inputs, ref64, reference_mode="eval"):
         return (
             RejectionClass.MISMATCH,
             "matches the reference in eval mode, not in the training mode the reference is constructed in "
             "(KernelBench semantics: BatchNorm normalises with the batch's own statistics, dropout is active): "
             f"{failure} ({what})",
         )
-    if ev.transfer is not None and not ev.transfer.transferred and "no parameters" not in ev.transfer.detail:
+    if ctx.transfer is not None and not ctx.transfer.transferred and "no parameters" not in ctx.transfer.detail:
         return (
             RejectionClass.MISMATCH,
             f"{failure} ({what}); the candidate's parameters could not be matched to the reference's "
-            f"({ev.transfer.detail}): it was compared with the reference's weights as built from the same "
+            f"({ctx.transfer.detail}): it was compared with the reference's weights as built from the same "
             "seed, which match only if it creates the same parameters in the same order and shapes",
         )
     return None
 
 
 def plain_call_matches(
-    ev, problem, seed: int, inputs, ref64, fresh_weights: bool = True, reference_mode: str | None = None
+    ctx: VerifierContext, problem, seed: int, inputs, ref64, fresh_weights: bool = True, reference_mode: str | None = None
 ) -> bool:
     """One unwatched call on a new pair of modules: does it match ``ref64`` (recomputed when
     the weights differ, or with the reference switched to ``reference_mode`` "eval", when
@@ -121,69 +123,44 @@ def plain_call_matches(
     from kgen.evals.problem.format import flatten_outputs
     from kgen.evals.problem.layout import copy_inputs
 
-    reference, candidate = ev.models(problem, seed, fresh_weights=fresh_weights)
+    reference, candidate = models(ctx, problem, seed, fresh_weights=fresh_weights)
     if not fresh_weights:
-        _, ref64 = ev.references(reference, inputs)
+        _, ref64 = references(ctx, reference, inputs)
     if reference_mode == "eval":
         if not reference.training:
             return False
         evaluated = copy.deepcopy(reference).eval()
-        _, eval64 = ev.references(evaluated, inputs)
+        _, eval64 = references(ctx, evaluated, inputs)
         if failure_of([compare_output(i, e, r) for i, (e, r) in enumerate(zip(eval64, ref64, strict=True))]) is None:
             return False  # the mode changes nothing here: no diagnosis in it
         ref64 = eval64
     try:
-        with ev.guard, ev.torch.no_grad():
+        with ctx.guard, ctx.torch.no_grad():
             outputs = flatten_outputs(candidate(*copy_inputs(inputs)))
     except Exception:  # noqa: BLE001 - a diagnosis only; the failure stands as found
         return False
-    if len(outputs) != len(ref64) or not all(isinstance(o, ev.torch.Tensor) for o in outputs):
+    if len(outputs) != len(ref64) or not all(isinstance(o, ctx.torch.Tensor) for o in outputs):
         return False
     return failure_of(
-        [compare_output(i, o, r, precision=ev.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))]
+        [compare_output(i, o, r, precision=ctx.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))]
     ) is None
 
 
-def probe_precision(ev, problem, seed: int, failure: Rejected) -> None:
-    """A mismatch on ordinary inputs: if the probe inputs make it much worse, it is an
-    accumulator too narrow for its sums (a bf16 running sum feeding an fp32 output
-    fails even on normal inputs), and the verdict should say so."""
-    from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
-    from kgen.evals.problem.format import load_problem
-    from kgen.evals.problem.input_distributions import distributions_for
-
-    if ev.request.probe_sizes and ev.request.probe_sizes != problem.sizes:
-        problem = load_problem(ev.request.problem_path, ev.request.probe_sizes)
-    probes = [d for d in distributions_for(problem.info, problem.get_inputs()) if d in PROBE_DISTRIBUTIONS]
-    for probe in probes:
-        try:
-            ev.trial(problem, seed, probe)  # a failure records its error ratio
-        except (Rejected, SkipTrial):
-            continue
-    if fits_low_precision_accumulation(dict(ev.failed_distributions), set(ev.passed_distributions)):
-        worst = max(ev.failed_distributions, key=ev.failed_distributions.get)
-        raise Rejected(
-            RejectionClass.LOW_PRECISION_ACCUMULATION,
-            f"{failure}; on {worst} inputs, built to expose narrow accumulators, the error grows to "
-            f"{ev.failed_distributions[worst]:.0f}x the tolerance: the pattern of low-precision accumulation",
-        ) from failure
-
-
-def name_failure(ev, failure, trial: Trial, outputs: list[Any], what: str) -> tuple[RejectionClass, str]:
+def name_failure(ctx: VerifierContext, failure, trial: Trial, outputs: list[Any], what: str) -> tuple[RejectionClass, str]:
     """Which class of the verification table a numerical failure belongs to."""
     from kgen.evals.checks.candidate_call import same_values
     from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
 
     detail = f"{failure} ({what})"
-    if ev.previous_outputs and any(
-        isinstance(o, type(p)) and same_values(o, p) for o, p in zip(outputs, ev.previous_outputs, strict=False)
+    if ctx.previous_outputs and any(
+        isinstance(o, type(p)) and same_values(o, p) for o, p in zip(outputs, ctx.previous_outputs, strict=False)
     ):
         return RejectionClass.STALE_OUTPUT, f"returned the previous call's output for new inputs: {detail}"
     worst = max(o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300) for o in trial.outputs)
-    ev.failed_distributions[trial.distribution] = worst
-    normal_passed = "normal" in ev.passed_distributions
+    ctx.failed_distributions[trial.distribution] = worst
+    normal_passed = "normal" in ctx.passed_distributions
     if trial.distribution in PROBE_DISTRIBUTIONS and fits_low_precision_accumulation(
-        dict(ev.failed_distributions), set(ev.passed_distributions)
+        dict(ctx.failed_distributions), set(ctx.passed_distributions)
     ):
         return (
             RejectionClass.LOW_PRECISION_ACCUMULATION,
@@ -195,11 +172,11 @@ def name_failure(ev, failure, trial: Trial, outputs: list[Any], what: str) -> tu
             RejectionClass.INPUT_DISTRIBUTION,
             f"right on normal inputs, wrong on {trial.distribution} inputs: {detail}",
         )
-    if trial.sizes != ev.request.size_sets[0] and normal_passed:
+    if trial.sizes != ctx.request.size_sets[0] and normal_passed:
         return (
             RejectionClass.SHAPE_SPECIALISATION,
-            f"right at sizes {sizes_text(ev.request.size_sets[0])}, wrong at other sizes: {detail}",
+            f"right at sizes {sizes_text(ctx.request.size_sets[0])}, wrong at other sizes: {detail}",
         )
-    if trial.seed != ev.request.seeds[0] and normal_passed:
-        return RejectionClass.SHAPE_SPECIALISATION, f"right for seed {ev.request.seeds[0]}, wrong for another: {detail}"
+    if trial.seed != ctx.request.seeds[0] and normal_passed:
+        return RejectionClass.SHAPE_SPECIALISATION, f"right for seed {ctx.request.seeds[0]}, wrong for another: {detail}"
     return failure.rejection, detail

@@ -13,13 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from kgen.evals.verdict import Rejected, RejectionClass
+from kgen.evals.verifier.context import VerifierContext
+from kgen.evals.verifier.trial_parts import inputs_for, models, to_device
+from kgen.evals.verifier.watched_call import raise_guard_violation, watched_call
 
 #: Share of an output that torch's allowed ops may write with the kernels off (glue such as a
 #: pass-through half of a partial rotary embedding); more means torch computes the output.
 MAX_TORCH_WRITTEN_SHARE = 0.5
 
 
-def run_ghost_check(evaluation: Any, problem, seed: int) -> None:
+def run_ghost_check(ctx: VerifierContext, problem, seed: int) -> None:
     """With its kernel launches switched off, a real candidate's output must change, and
     torch's allowed ops (copies, fills, slice assignment) may not write most of it.
 
@@ -33,14 +36,14 @@ def run_ghost_check(evaluation: Any, problem, seed: int) -> None:
     runs = []
     # the first run's outputs wait for the second beside the reference (on the host when the
     # device has no room for it); each run's inputs, copies and handed tensors go before the next
-    keep = evaluation.memory.reference_device(problem.sizes)
+    keep = ctx.memory.reference_device(problem.sizes)
     for k, run_seed in enumerate((seed, seed + 7907)):
         inputs = real = ghost = handed = None
-        evaluation.memory.free_between_trials()
-        inputs = evaluation.inputs_for(problem, run_seed, "normal")
-        reference, candidate = evaluation.models(problem, seed)
-        real = evaluation.call(candidate, inputs, evaluation.previous_outputs, what)
-        ghost, handed = call_ghost(evaluation, candidate, inputs, real.outputs)
+        ctx.memory.free_between_trials()
+        inputs = inputs_for(ctx, problem, run_seed, "normal")
+        reference, candidate = models(ctx, problem, seed)
+        real = watched_call(ctx, candidate, inputs, ctx.previous_outputs, what)
+        ghost, handed = call_ghost(ctx, candidate, inputs, real.outputs)
         if ghost is None:
             return  # the forward cannot even finish without its kernels: they matter
         finished = handed_finished_output(handed, real.outputs)
@@ -56,10 +59,10 @@ def run_ghost_check(evaluation: Any, problem, seed: int) -> None:
                 "the output is the same with every kernel launch switched off: the kernels do not compute it "
                 f"({what})",
             )
-        runs.append(([evaluation.to_device(o, device=keep) for o in real.outputs],
-                     [evaluation.to_device(g, device=keep) for g in ghost]))
+        runs.append(([to_device(ctx, o, device=keep) for o in real.outputs],
+                     [to_device(ctx, g, device=keep) for g in ghost]))
     # An output the reference itself returns as a view of an input is torch's by definition.
-    share, index = torch_written_share(runs[0], runs[1], exempt=evaluation.reference_aliases)
+    share, index = torch_written_share(runs[0], runs[1], exempt=ctx.reference_aliases)
     if share > MAX_TORCH_WRITTEN_SHARE:
         raise Rejected(
             RejectionClass.NOT_A_KERNEL,
@@ -69,16 +72,16 @@ def run_ghost_check(evaluation: Any, problem, seed: int) -> None:
         )
 
 
-def call_ghost(evaluation: Any, candidate, inputs, real_outputs) -> tuple[list[Any] | None, list[Any]]:
+def call_ghost(ctx: VerifierContext, candidate, inputs, real_outputs) -> tuple[list[Any] | None, list[Any]]:
     """The candidate's outputs with every launch poisoning its arguments instead of running
     (None when the forward cannot finish that way: it needs what its kernels compute), and
     what torch had put in the tensors those launches were handed."""
     from kgen.evals.checks.candidate_call import call_candidate
 
     evidence = call_candidate(
-        candidate, inputs, evaluation.backend, evaluation.guard, evaluation.device, real_outputs, execute_kernels=False
+        candidate, inputs, ctx.backend, ctx.guard, ctx.device, real_outputs, execute_kernels=False
     )
-    evaluation.raise_guard_violation()
+    raise_guard_violation(ctx)
     if evidence.error is not None or len(evidence.outputs) != len(real_outputs):
         return None, []
     return evidence.outputs, evidence.handed_to_kernels

@@ -12,12 +12,15 @@ from typing import Any
 
 from kgen.evals.timing.gpu_sharing import GpuNeighbours
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
+from kgen.evals.verifier.context import VerifierContext, record_stage
+from kgen.evals.verifier.trial_parts import inputs_for, models, references
+from kgen.evals.verifier.watched_call import raise_guard_violation
 
 #: Input sets rotated through timed calls, so no trial reuses the previous trial's buffers.
 TIMING_INPUT_SETS = 3
 
 
-def _comparable(ev, problem, torch) -> dict[str, Any]:
+def _comparable(ctx: VerifierContext, problem, torch) -> dict[str, Any]:
     """What makes two baseline timings comparable: the problem file, its sizes and policies,
     the device and the library versions (a cache key's parts): torch's and those of every
     toolchain the candidate's backend requires (``BackendInfo.requires``)."""
@@ -28,11 +31,11 @@ def _comparable(ev, problem, torch) -> dict[str, Any]:
 
     toolchains = {
         name: str(getattr(importlib.import_module(name), "__version__", "unknown"))
-        for name in backend_info(ev.request.backend).requires
+        for name in backend_info(ctx.request.backend).requires
     }
     return {
-        "problem": file_digest(ev.request.problem_path), "sizes": problem.sizes,
-        "policies": ev.request.policies.describe(), "device": torch.cuda.get_device_name(ev.device),
+        "problem": file_digest(ctx.request.problem_path), "sizes": problem.sizes,
+        "policies": ctx.request.policies.describe(), "device": torch.cuda.get_device_name(ctx.device),
         "torch": torch.__version__, **toolchains,
     }
 
@@ -91,7 +94,18 @@ def _device_figure(cache_dir: str | None, same: dict[str, Any], figure: str, mea
     return outcome.value["value"]
 
 
-def run_timing(ev) -> None:
+class TimingStage:
+    """Nothing to do unless asked for (``bench``); on a CPU recorded as skipped (timings are
+    never invented); on a GPU the candidate, eager PyTorch and torch.compile timed the same
+    way at the problem's default sizes, and the figures judged before they are reported."""
+
+    name = "timing"
+
+    def run(self, ctx: VerifierContext) -> None:
+        time_and_judge(ctx)
+
+
+def time_and_judge(ctx: VerifierContext) -> None:
     """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
     problem's default sizes; judge the figures before reporting them."""
     from kgen.backends.targets import UnknownTargetError, resolve_target
@@ -103,25 +117,25 @@ def run_timing(ev) -> None:
     from kgen.evals.timing.measure import measure_copy_bandwidth, measure_matmul_tflops, time_on_gpu
     from kgen.evals.timing.sol import faster_than_light, speed_of_light, with_measurement
 
-    if not ev.request.bench:
+    if not ctx.request.bench:
         return
     started = time.monotonic()
     phases = PhaseClock()
-    torch = ev.torch
-    if ev.device.type != "cuda":
-        ev.stage("timing", StageStatus.SKIPPED, "timings need a GPU: not measured", started)
+    torch = ctx.torch
+    if ctx.device.type != "cuda":
+        record_stage(ctx, "timing", StageStatus.SKIPPED, "timings need a GPU: not measured", started)
         return
-    sizes = ev.request.bench_sizes or ev.request.size_sets[0]
-    problem = load_problem(ev.request.problem_path, sizes)
-    seed = ev.request.seeds[0]
+    sizes = ctx.request.bench_sizes or ctx.request.size_sets[0]
+    problem = load_problem(ctx.request.problem_path, sizes)
+    seed = ctx.request.seeds[0]
     from kgen.evals.problem.memory_plan import ReferencePlacement
 
     # Rotating input sets keep the L2 cache from serving a trial; a problem too big for the
     # device to hold its reference is gigabytes per input, far past any L2: one set is enough.
-    big = ev.memory.placement(sizes) is ReferencePlacement.HOST
+    big = ctx.memory.placement(sizes) is ReferencePlacement.HOST
     phases.lap("setup")  # the problem at the timing sizes and its memory plan
-    input_sets = [ev.inputs_for(problem, seed + 1000 + i, "normal") for i in range(1 if big else TIMING_INPUT_SETS)]
-    reference, candidate = ev.models(problem, seed)
+    input_sets = [inputs_for(ctx, problem, seed + 1000 + i, "normal") for i in range(1 if big else TIMING_INPUT_SETS)]
+    reference, candidate = models(ctx, problem, seed)
     last: dict[str, Any] = {}
 
     def timed_candidate(*args: Any) -> Any:
@@ -133,8 +147,8 @@ def run_timing(ev) -> None:
     # Asked before timing: a timing beside another process's kernels is marked as shared.
     # Asking can fail (NVML's library, the driver): the timing is then reported as not checked.
     try:
-        neighbours = gpu_neighbours(ev.device.index or 0, pci_bus_id=getattr(
-            torch.cuda.get_device_properties(ev.device), "pci_bus_id", None))
+        neighbours = gpu_neighbours(ctx.device.index or 0, pci_bus_id=getattr(
+            torch.cuda.get_device_properties(ctx.device), "pci_bus_id", None))
     except Exception as exc:  # noqa: BLE001 - a failed check is reported, never fatal
         neighbours = GpuNeighbours(available=False, reason=f"{type(exc).__name__}: {exc}")
     measurements: dict[str, Any] = {}
@@ -145,17 +159,17 @@ def run_timing(ev) -> None:
         if calibration_note:
             errors["sync_calibration"] = calibration_note
         phases.lap("calibration")
-        with ev.guard:
+        with ctx.guard:
             result = time_on_gpu(timed_candidate, input_sets, budget_s=2.0, calibration=calibration)
-        ev.raise_guard_violation()
+        raise_guard_violation(ctx)
         phases.lap("candidate")
         measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
         # The outputs of a timed call are checked again: no switching behaviour once timing starts.
         index = next(i for i, s in enumerate(input_sets) if s[0] is last["args"][0])
-        _, ref64 = ev.references(reference, input_sets[index])
+        _, ref64 = references(ctx, reference, input_sets[index])
         outputs = [o.clone() for o in flatten_outputs(last["out"])]
         comparisons = [
-            compare_output(i, o, r, precision=ev.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
+            compare_output(i, o, r, precision=ctx.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
         ]
         failure = failure_of(comparisons)
         if failure is not None:
@@ -167,10 +181,10 @@ def run_timing(ev) -> None:
             ("eager", lambda: reference), ("torch.compile", lambda: torch.compile(reference)),
             ("liger", lambda: liger_baseline(problem)),
         ]
-        same = _comparable(ev, problem, torch)
+        same = _comparable(ctx, problem, torch)
         for name, build in baselines:
             try:
-                outcome = cached(reusable_cache_dir(ev.request.baseline_cache_dir, neighbours), cache_key(**same, baseline=name),
+                outcome = cached(reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), cache_key(**same, baseline=name),
                                  # a baseline is honest by construction: no deferred-work series
                                  lambda build=build: time_on_gpu(build(), input_sets, budget_s=2.0,
                                                                  check_sync=False).model_dump())
@@ -190,13 +204,13 @@ def run_timing(ev) -> None:
     dtype = next((x.dtype for x in input_sets[0] if isinstance(x, torch.Tensor) and x.is_floating_point()), torch.float32)
     sol = None
     try:
-        target = resolve_target(torch.cuda.get_device_name(ev.device))
+        target = resolve_target(torch.cuda.get_device_name(ctx.device))
         sol = speed_of_light(
             problem.bytes_moved(), problem.flops(), target, dtype,
             measured_bandwidth_tbs=_device_figure(
-                reusable_cache_dir(ev.request.baseline_cache_dir, neighbours), same, "copy_tbs", lambda: measure_copy_bandwidth(ev.device), errors),
+                reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), same, "copy_tbs", lambda: measure_copy_bandwidth(ctx.device), errors),
             measured_matrix_tflops=_device_figure(
-                reusable_cache_dir(ev.request.baseline_cache_dir, neighbours), same, "matmul_tflops", lambda: measure_matmul_tflops(ev.device),
+                reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), same, "matmul_tflops", lambda: measure_matmul_tflops(ctx.device),
                 errors),
         )
     except UnknownTargetError as exc:
@@ -211,8 +225,8 @@ def run_timing(ev) -> None:
             )
         sol = with_measurement(sol, result.median_ms, baseline_ms=eager_ms)
     phases.lap("sol")
-    ev.report.bench = BenchResult.model_validate({
-        "device_name": torch.cuda.get_device_name(ev.device),
+    ctx.report.bench = BenchResult.model_validate({
+        "device_name": torch.cuda.get_device_name(ctx.device),
         "sizes": problem.sizes,
         "measurements": measurements,
         "errors": errors,
@@ -223,9 +237,9 @@ def run_timing(ev) -> None:
         "phase_seconds": phases.seconds,
     })
     if neighbours.describe():
-        ev.report.bench.errors["shared_gpu"] = neighbours.describe()
+        ctx.report.bench.errors["shared_gpu"] = neighbours.describe()
     speedups = ", ".join(
-        s.text for s in (ev.report.bench.speedup(name) for name in ("eager", "torch.compile")) if s is not None
+        s.text for s in (ctx.report.bench.speedup(name) for name in ("eager", "torch.compile")) if s is not None
     )
     pct = f", {sol.pct_of_sol:.0f}% of speed-of-light" if sol is not None and sol.pct_of_sol is not None else ""
-    ev.stage("timing", StageStatus.PASSED, f"median {result.median_ms:.4f} ms ({speedups}{pct})", started)
+    record_stage(ctx, "timing", StageStatus.PASSED, f"median {result.median_ms:.4f} ms ({speedups}{pct})", started)
