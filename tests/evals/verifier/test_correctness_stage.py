@@ -1,0 +1,64 @@
+"""The correctness stage on a real context: the trial plan, the trials in the Triton interpreter,
+then the ghost check, the plain call sequence and the cache probe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
+from kgen.evals.verifier.correctness_stage import CorrectnessStage, trial_plan
+from kgen.evals.verifier.load_stage import LoadStage
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+CANDIDATES = FIXTURES / "candidates"
+FIRST = {"batch_size": 128, "dim": 96}
+ODD = {"batch_size": 127, "dim": 95}
+
+
+def _loaded(open_verifier, candidate: str, **request):
+    ctx = open_verifier(CANDIDATES / candidate, **request)
+    LoadStage().run(ctx)
+    return ctx
+
+
+def test_the_plan_runs_every_seed_at_the_first_sizes_then_the_distributions_then_other_sizes(open_verifier):
+    ctx = open_verifier(CANDIDATES / "relu_kernelbench_solution.py", seeds=[7, 8], size_sets=[FIRST, ODD],
+                        distributions=True)
+    plan = trial_plan(ctx)
+    assert plan[:2] == [(FIRST, "normal", 7), (FIRST, "normal", 8)]
+    assert plan[-1] == (ODD, "normal", 7)
+    middle = [distribution for _, distribution, _ in plan[2:-1]]
+    assert "normal" not in middle and {"uniform", "large", "small", "accumulation_probe"} <= set(middle)
+    assert ctx.behaviour_sizes == FIRST  # the CPU holds the reference: the behaviour checks run at the first sizes
+
+
+def test_a_correct_kernel_passes_every_trial_and_the_checks_across_calls(open_verifier):
+    ctx = _loaded(open_verifier, "relu_kernelbench_solution.py", seeds=[7, 8])
+    CorrectnessStage().run(ctx)
+    stage = ctx.report.stages[-1]
+    assert (stage.name, stage.status) == ("correctness", StageStatus.PASSED)
+    assert stage.message.startswith("2 trial(s) matched the fp64 reference over 2 seed(s), 1 input distribution(s)")
+    assert "kernels switched off change the output" in stage.message
+    assert stage.evidence["seeds"] == [7, 8] and stage.evidence["distributions"] == ["normal"]
+    assert len(stage.evidence["call_sequence"]["calls"]) == 6
+    assert [(t.seed, t.passed, t.launches) for t in ctx.report.trials] == [(7, True, 1), (8, True, 1)]
+    assert ctx.passed_distributions == {"normal"} and ctx.first_launches  # what the compile stage builds from
+    assert 0.0 <= ctx.worst <= 1.0
+
+
+def test_a_grid_that_misses_half_the_output_is_a_partial_output(open_verifier):
+    ctx = _loaded(open_verifier, "redteam_partial_write.py")
+    with pytest.raises(Rejected, match=r"were never written \(still poison\)") as caught:
+        CorrectnessStage().run(ctx)
+    assert caught.value.rejection is RejectionClass.PARTIAL_OUTPUT
+    assert [t.passed for t in ctx.report.trials] == [False]  # the trial was recorded before it failed
+
+
+def test_the_wrong_function_is_a_numerical_mismatch(open_verifier):
+    ctx = _loaded(open_verifier, "relu_wrong_math.py")
+    with pytest.raises(Rejected, match="differs from the fp64 reference") as caught:
+        CorrectnessStage().run(ctx)
+    assert caught.value.rejection is RejectionClass.MISMATCH
+    assert ctx.failed_distributions["normal"] > 1.0  # its error over the tolerance, kept for the naming
