@@ -583,9 +583,10 @@ class Runner:
         return result
 
     def _write_back(self, state: RunState, record: CandidateRecord, result, target: str) -> str:
+        from kgen.agent.candidates import entry_for_candidate
         from kgen.knowledge_base.errors import KnowledgeBaseError
         from kgen.knowledge_base.seeding import open_knowledge_base
-        from kgen.knowledge_base.write_back import entry_for_candidate, record_kernel
+        from kgen.knowledge_base.write_back import record_kernel
 
         if not self.options.persist:
             return "not written (--no-persist)"
