@@ -640,7 +640,7 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
     GPU). ``only``: problem names (or file stems) to run now; the table still counts every
     problem of the suite. ``command`` heads the table (default: a ``kgen solve`` line).
     """
-    from kgen.agent.runs.start import validate_options
+    from kgen.agent.runs.single_run import validate_options
 
     if jobs < 1:
         raise SuiteError(f"--jobs must be at least 1, got {jobs}")

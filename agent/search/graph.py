@@ -670,10 +670,3 @@ def execute(runner: Runner, *, resume: bool = False) -> RunState:
     finally:
         connection.close()
 
-
-def save_options(run: RunDirectory, options: RunOptions) -> None:
-    run.write("run.json", json.dumps({"options": options.model_dump(mode="json")}, indent=1))
-
-
-def load_options(run: RunDirectory) -> RunOptions:
-    return RunOptions.model_validate(json.loads(run.file("run.json").read_text())["options"])

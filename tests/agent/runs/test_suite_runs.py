@@ -275,8 +275,8 @@ class _FakeRuns:
 
     def start_run(self, options, *, runs_dir, out=None, progress=None, api_keys=None):
         from kgen.agent.run_directory import RunDirectory
+        from kgen.agent.runs.single_run import save_options
         from kgen.agent.runs.summary import RunSummary
-        from kgen.agent.search.graph import save_options
 
         run = RunDirectory.create(runs_dir, out)
         save_options(run, options)
