@@ -14,8 +14,9 @@ from pathlib import Path
 
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
-from kgen.agent.runs.summary import RunSummary
+from kgen.agent.runs.summary import RunSummary, write_outputs
 from kgen.agent.search.graph import Progress, RunError, Runner, execute, usable_backend
+from kgen.agent.search.state import RunState
 
 
 def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None) -> None:
@@ -78,8 +79,11 @@ def _finish(runner: Runner, resume: bool, runs_dir: Path) -> RunSummary:
 
 
 def _execute(runner: Runner, resume: bool) -> RunSummary:
-    execute(runner, resume=resume)
-    # the report node wrote it: reading it back keeps the modules and evaluations read once
+    def report(state: RunState) -> None:
+        write_outputs(runner.run, state, options=runner.options, device=runner.device, say=runner.say)
+
+    execute(runner, report, resume=resume)
+    # the report step wrote it: reading it back keeps the modules and evaluations read once
     summary = RunSummary.model_validate_json(runner.run.file("summary.json").read_text())
     if not summary.best and any(n.startswith("no model returned code") for n in summary.notes):
         raise RunError(summary.notes[-1] + f" (run {runner.run.run_id} kept; `kgen resume` retries)")

@@ -1,6 +1,6 @@
 """Suite mode: kgen's agent over every problem of a folder, then one fast_p table.
 
-``kgen solve SUITE_DIR`` runs the main job (``runs.start_run``) once per problem file of a
+``kgen solve SUITE_DIR`` runs the main job (``runs.start.start_run``) once per problem file of a
 folder (a KernelBench level folder works: ``evals/suites/suite.py`` finds the problems), each with
 the same run options and its own budget, and ends with ``kgen bench``'s table: fast_p
 against eager and ``torch.compile`` over *every* problem of the suite (a problem without a
@@ -23,7 +23,7 @@ Resume rules (run ``solve`` again with the same ``--out``):
 * a **finished** problem (its run ended and wrote ``summary.json``) is skipped and its run
   directory left untouched, whatever its outcome; delete ``runs/<problem>`` to redo it;
 * an **interrupted** one (or one still marked **running**: the suite process was killed)
-  is resumed with ``runs.resume_run`` when its run directory holds a LangGraph checkpoint
+  is resumed with ``runs.start.resume_run`` when its run directory holds a LangGraph checkpoint
   (paid model replies and finished evaluations are reused), else started afresh;
 * a **failed** one (the run raised ``RunError``: offline with no known kernel, a missing
   key, an unreachable server, ...) is tried again: resumed if its run stopped mid-way with a
@@ -210,7 +210,7 @@ def _dir_name(name: str) -> str:
 def _has_checkpoint(path: Path) -> bool:
     """Whether the run at ``path`` holds a LangGraph checkpoint, i.e. ``resume_run`` can
     continue it (a run stopped before its graph started holds none)."""
-    from kgen.agent.search.graph import open_checkpointer
+    from kgen.agent.search.state import open_checkpointer
 
     run = RunDirectory(path)
     if not run.checkpoints.is_file():
