@@ -24,7 +24,8 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
     where the matcher reads it), bad model strings, missing keys, unknown targets."""
     from kgen.agent.llm.models import ModelSpecError, parse_model
     from kgen.agent.llm.providers import choose_api_key
-    from kgen.agent.spec.kernel_spec import SpecError, parse_request
+    from kgen.agent.spec.catalog_matcher import parse_request
+    from kgen.agent.spec.kernel_spec import SpecError
     from kgen.backends.targets import DEFAULT_TARGET, UnknownTargetError, resolve_target
 
     if not options.request.strip() and not options.problem_file:

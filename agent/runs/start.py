@@ -22,7 +22,8 @@ from kgen.agent.search.graph import Progress, RunError
 
 
 def _requested_backends(request: str) -> list[str]:
-    from kgen.agent.spec.kernel_spec import SpecError, requested_backends
+    from kgen.agent.spec.kernel_spec import SpecError
+    from kgen.agent.spec.request_scan import requested_backends
 
     try:
         return requested_backends(request)

@@ -157,7 +157,9 @@ class Runner:
     # -- spec ------------------------------------------------------------------------
 
     def spec(self, state: RunState) -> dict:
-        from kgen.agent.spec.kernel_spec import SpecError, parse_request, parse_request_with_model
+        from kgen.agent.spec.catalog_matcher import parse_request
+        from kgen.agent.spec.kernel_spec import SpecError
+        from kgen.agent.spec.model_reader import parse_request_with_model
         from kgen.backends.targets import DEFAULT_TARGET
         from kgen.evals.problem.catalog import resolve_problem
         from kgen.evals.problem.format import input_dtype
