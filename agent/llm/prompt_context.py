@@ -485,8 +485,9 @@ def _ratio(baseline_ms: float | None, kernel_ms: float | None) -> float | None:
     return baseline_ms / kernel_ms
 
 
-def task_prompt(task: CandidateIdentity, *, problem: str, backend: str, dtype: str, examples: list[dict],
-                guidance: list[dict], descriptions: dict[str, str], read_source: Callable[[str], str],
+def task_prompt(task: CandidateIdentity, *, problem: str, backend: str, dtype: str,
+                examples: Sequence[PromptExample], guidance: Sequence[PromptGuidance],
+                descriptions: dict[str, str], read_source: Callable[[str], str],
                 load_eval: Callable[[str], EvalResult | None]) -> str:
     """The user prompt of one model task: the problem, examples and guidance, and per operator
     its parents with their measurements (``improve``, ``crossover``) or the rejected source
@@ -496,8 +497,7 @@ def task_prompt(task: CandidateIdentity, *, problem: str, backend: str, dtype: s
 
     ctx = TaskContext.from_problem(
         resolve_problem(problem), backend, resolve_target(task.target), dtypes=[dtype],
-        examples=[PromptExample.model_validate(e) for e in examples],
-        guidance=[PromptGuidance.model_validate(g) for g in guidance],
+        examples=examples, guidance=guidance,
     )
 
     def parent(candidate_id: str) -> ParentKernel:
