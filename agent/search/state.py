@@ -46,10 +46,11 @@ def merge_candidates(left: dict[str, CandidateRecord],
     return {**left, **right}
 
 
-def merge_usage(left: UsageLedger, right: UsageLedger) -> UsageLedger:
+def merge_usage(left: UsageLedger | dict, right: UsageLedger) -> UsageLedger:
     """Both ledgers' calls in a new ledger (neither argument is changed: ``left`` is the
-    checkpointed value)."""
-    merged = left.model_copy(deep=True)
+    checkpointed value). A checkpoint written before the state was typed holds ``left`` as
+    the ledger's dict, and a run resumed from it still adds up its cost."""
+    merged = UsageLedger.model_validate(left).model_copy(deep=True)
     merged.merge(right)
     return merged
 

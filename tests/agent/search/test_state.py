@@ -152,6 +152,9 @@ def test_branches_merge_their_records_and_their_usage():
     merged = merge_usage(before, UsageLedger(models={"m": ModelUsage(calls=2, input_tokens=5)}))
     assert merged.models["m"].calls == 3 and merged.models["m"].input_tokens == 15
     assert before.models["m"].calls == 1
+    # a checkpoint from before the state was typed holds the ledger as its dict
+    legacy = merge_usage(before.model_dump(mode="json"), UsageLedger(models={"m": ModelUsage(calls=2)}))
+    assert legacy.models["m"].calls == 3 and legacy.total_calls == 3
     earlier, later = _record("g0-a"), _record("g0-a", status="no_code")
     assert merge_candidates({"g0-a": earlier}, {"g0-b": _record("g0-b")}).keys() == {"g0-a", "g0-b"}
     assert merge_candidates({"g0-a": earlier}, {"g0-a": later}) == {"g0-a": later}
