@@ -1,17 +1,25 @@
 """A candidate's identity and record, and the one ranking rule over records.
 
-The graph's state holds these as plain data (checkpointed), the report and the
-suite runner rebuild them from the run directory (``run_records.py``), and the
-search policy, the archive and the operator statistics all read them.
+The graph's state holds these (checkpointed), the report and the suite runner rebuild
+them from the run directory (``runs/records.py``), and the search policy, the archive and
+the operator statistics all read them. A record is filled from its evaluation here
+(:func:`apply_result`), and a verified one becomes a knowledge-base entry here
+(:func:`entry_for_candidate`): the knowledge base sits below the agent and never sees a
+record.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from kgen.knowledge_base.schema import Timing
+from kgen.knowledge_base.schema import KernelEntry, Provenance, Timing
+
+if TYPE_CHECKING:
+    from kgen.backends.base import KernelReport
+    from kgen.evals.result import EvalResult
 
 Origin = Literal["knowledge_base", "mutation", "model"]
 TaskKind = Literal["baseline", "mutate", "sweep", "generate", "improve", "fix", "crossover"]
@@ -75,9 +83,34 @@ def best_for(records: list[CandidateRecord], target: str, n: int = 1) -> list[Ca
     return sorted(passed, key=lambda r: rank_key(r, target))[:n]
 
 
-def apply_result(record: CandidateRecord, result) -> CandidateRecord:
+def first_line(text: str) -> str:
+    """The first non-blank line of a compiler's (or anyone's) message, stripped."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def kernel_lines(reports: Iterable[KernelReport]) -> list[str]:
+    """One line per compiled kernel and target: the resources that limit occupancy."""
+    lines: list[str] = []
+    for r in reports:
+        if not r.ok:
+            lines.append(f"{r.kernel} on {r.target}: does not compile ({first_line(r.error or '')})")
+            continue
+        parts = [
+            f"{r.registers} registers/thread" if r.registers is not None else None,
+            f"{r.spills} spills" if r.spills is not None else None,
+            f"{r.shared_bytes / 1024:.1f} KB shared memory" if r.shared_bytes is not None else None,
+            f"{r.num_warps} warps" if r.num_warps is not None else None,
+            f"{r.num_stages} stages" if r.num_stages is not None else None,
+        ]
+        line = f"{r.kernel} on {r.target}: " + (", ".join(p for p in parts if p) or "compiled")
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def apply_result(record: CandidateRecord, result: EvalResult) -> CandidateRecord:
     """A candidate's record updated with its evaluation's verdict, timing and compile report."""
-    from kgen.agent.llm.prompt_context import kernel_lines
     from kgen.knowledge_base.write_back import timing_from_result
 
     timing = timing_from_result(result)
@@ -110,3 +143,20 @@ def describe(record: CandidateRecord) -> str:
     if (versus := record.speedup_text("torch.compile")) is not None:
         speed += f", {versus}"
     return f"passed, {speed}"
+
+
+def entry_for_candidate(result: EvalResult, source: str, record: CandidateIdentity, *, run_id: str,
+                        spec_text: str, target: str, dtype: str, operation: str,
+                        shapes: dict[str, int] | None) -> KernelEntry:
+    """A run's verified candidate as a knowledge-base entry, its provenance naming who wrote it
+    (the model, offline tuning or the knowledge base), the run, its generation and its parents."""
+    from kgen.knowledge_base.write_back import entry_from_result
+
+    provenance = Provenance(
+        model=record.model or ("offline-mutation" if record.origin == "mutation" else "knowledge-base"),
+        run_id=run_id,
+        parent_ids=[p.removeprefix("kb:") for p in record.parent_ids] + ([record.kb_id] if record.kb_id else []),
+        generation=record.generation,
+    )
+    return entry_from_result(result, source, spec_text=spec_text, target=target, dtype=dtype,
+                             provenance=provenance, operation=operation, shapes=shapes)

@@ -29,8 +29,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from kgen.evals.result import EvalResult
 
 RUN_FILE = "run.json"
 CHECKPOINTS = "checkpoints.sqlite"
@@ -126,6 +130,16 @@ class RunDirectory:
 
     def candidate_eval(self, candidate_id: str) -> Path:
         return self.candidate_dir(candidate_id) / "eval.json"
+
+    def load_eval(self, candidate_id: str, name: str = "eval.json") -> EvalResult | None:
+        """A candidate's saved evaluation (``eval.json``; ``final_eval.json``: the winner's
+        full-size verification on a GPU); None when there is none."""
+        from kgen.evals.result import EvalResult
+
+        path = self.candidate_dir(candidate_id) / name
+        if not path.is_file():
+            return None
+        return EvalResult.model_validate_json(path.read_text())
 
     def best_module(self, target: str) -> Path:
         return self.path / f"best_{target.replace('-', '_')}.py"

@@ -20,12 +20,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel
-
-if TYPE_CHECKING:
-    from kgen.agent.candidates import CandidateIdentity
 
 from kgen.evals.result import EvalResult
 from kgen.evals.verdict import StageStatus
@@ -141,20 +138,6 @@ def entry_from_result(
         provenance=provenance,
         code_hash=code_hash,
     )
-
-
-def entry_for_candidate(result: EvalResult, source: str, record: CandidateIdentity, *, run_id: str,
-                        spec_text: str, target: str, dtype: str, operation: str, shapes: dict[str, int] | None) -> KernelEntry:
-    """A run's verified candidate as a knowledge-base entry, its provenance naming who wrote it
-    (the model, offline tuning or the knowledge base), the run, its generation and its parents."""
-    provenance = Provenance(
-        model=record.model or ("offline-mutation" if record.origin == "mutation" else "knowledge-base"),
-        run_id=run_id,
-        parent_ids=[p.removeprefix("kb:") for p in record.parent_ids] + ([record.kb_id] if record.kb_id else []),
-        generation=record.generation,
-    )
-    return entry_from_result(result, source, spec_text=spec_text, target=target, dtype=dtype,
-                             provenance=provenance, operation=operation, shapes=shapes)
 
 
 def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: bool = True) -> WriteOutcome:

@@ -7,7 +7,7 @@ Usage (GPU machine, kgen installed)::
 
 For each memory-bound catalog problem it evaluates the shipped seed kernel and ``--n - 1``
 parametric mutations of it (the offline agent's own operator, ``agent/search/mutation.py``) with the
-options the agent's loop uses on a GPU (``agent.graph.agent_eval_options``: small-size screening
+options the agent's loop uses on a GPU (``kgen.agent.search.graph.agent_eval_options``: small-size screening
 plus timing at the default sizes, warm verifiers started ahead, baselines kept in the run
 directory). Modes:
 

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
+from kgen.agent.llm.completion import Completer, Completion
 from kgen.agent.llm.usage import UsageLedger
 
 if TYPE_CHECKING:
-    from kgen.agent.llm.providers import Completion, LLMClient
     from kgen.agent.run_directory import RunDirectory
 
 
@@ -159,7 +159,7 @@ class RecordedClient:
     saved reply needs no key or server.
     """
 
-    def __init__(self, label: str, connect: Callable[[], LLMClient], run: RunDirectory, folder: str,
+    def __init__(self, label: str, connect: Callable[[], Completer], run: RunDirectory, folder: str,
                  ledger: UsageLedger | None = None) -> None:
         self.label = label
         self.ledger = ledger if ledger is not None else UsageLedger()
@@ -197,8 +197,6 @@ class RecordedClient:
         The reply is written last, so a reply on disk means its usage is too; a run directory
         from before usage was saved per call has the reply only, reused but not counted.
         """
-        from kgen.agent.llm.providers import Completion
-
         reply = self._run.file(reply_name)
         if not reply.is_file():
             return None

@@ -23,12 +23,13 @@ tokens at ~4 characters a token, under a 12k-token ceiling):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kgen.agent.candidates import first_line, kernel_lines
 from kgen.agent.llm.templates import render_template
 from kgen.evals.problem.format import sizes_text
 from kgen.evals.result import EvalResult
@@ -36,7 +37,6 @@ from kgen.evals.verdict import StageStatus, Trial
 
 if TYPE_CHECKING:
     from kgen.agent.candidates import CandidateIdentity
-    from kgen.backends.base import KernelReport
     from kgen.backends.targets import HardwareTarget
     from kgen.evals.problem.format import ProblemInfo
 
@@ -356,7 +356,7 @@ def rejection_from_result(result: EvalResult) -> Rejection:
         evidence.extend(_stage_evidence(failed.evidence))
     evidence.extend(_trial_evidence(result.trials))
     evidence.extend(
-        f"kernel {k.kernel} does not compile for {k.target}: {_first_line(k.error or 'unknown error')}"
+        f"kernel {k.kernel} does not compile for {k.target}: {first_line(k.error or 'unknown error')}"
         for k in result.kernels if not k.ok
     )
     check = result.train_check or {}
@@ -416,11 +416,6 @@ def _ranges(numbers: list[int]) -> str:
         if number is not None:
             start = previous = number
     return ", ".join(spans)
-
-
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
 
 
 def _stage_evidence(evidence: dict[str, Any]) -> list[str]:
@@ -491,28 +486,9 @@ def _ratio(baseline_ms: float | None, kernel_ms: float | None) -> float | None:
     return baseline_ms / kernel_ms
 
 
-def kernel_lines(reports: Iterable[KernelReport]) -> list[str]:
-    """One line per compiled kernel and target: the resources that limit occupancy."""
-    lines: list[str] = []
-    for r in reports:
-        if not r.ok:
-            lines.append(f"{r.kernel} on {r.target}: does not compile ({_first_line(r.error or '')})")
-            continue
-        parts = [
-            f"{r.registers} registers/thread" if r.registers is not None else None,
-            f"{r.spills} spills" if r.spills is not None else None,
-            f"{r.shared_bytes / 1024:.1f} KB shared memory" if r.shared_bytes is not None else None,
-            f"{r.num_warps} warps" if r.num_warps is not None else None,
-            f"{r.num_stages} stages" if r.num_stages is not None else None,
-        ]
-        line = f"{r.kernel} on {r.target}: " + (", ".join(p for p in parts if p) or "compiled")
-        if line not in lines:
-            lines.append(line)
-    return lines
-
-
-def task_prompt(task: CandidateIdentity, *, problem: str, backend: str, dtype: str, examples: list[dict],
-                guidance: list[dict], descriptions: dict[str, str], read_source: Callable[[str], str],
+def task_prompt(task: CandidateIdentity, *, problem: str, backend: str, dtype: str,
+                examples: Sequence[PromptExample], guidance: Sequence[PromptGuidance],
+                descriptions: dict[str, str], read_source: Callable[[str], str],
                 load_eval: Callable[[str], EvalResult | None]) -> str:
     """The user prompt of one model task: the problem, examples and guidance, and per operator
     its parents with their measurements (``improve``, ``crossover``) or the rejected source
@@ -522,8 +498,7 @@ def task_prompt(task: CandidateIdentity, *, problem: str, backend: str, dtype: s
 
     ctx = TaskContext.from_problem(
         resolve_problem(problem), backend, resolve_target(task.target), dtypes=[dtype],
-        examples=[PromptExample.model_validate(e) for e in examples],
-        guidance=[PromptGuidance.model_validate(g) for g in guidance],
+        examples=examples, guidance=guidance,
     )
 
     def parent(candidate_id: str) -> ParentKernel:

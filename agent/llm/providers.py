@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from kgen.agent.llm.completion import Completion
 from kgen.agent.llm.model_calls import IN_FLIGHT, ModelCall
 from kgen.agent.llm.models import OFFICIAL_BASE_URLS, ModelSpec
 from kgen.agent.llm.usage import cost_usd
@@ -92,28 +93,6 @@ class ProviderError(Exception):
 
 def _rebuild_provider_error(message: str, kind: ProviderErrorKind, model: str | None):
     return ProviderError(message, kind=kind, model=model)
-
-
-class Completion(BaseModel):
-    """One reply with what it cost.
-
-    ``model`` is the spec's label; ``cost_usd`` is None when the price is unknown; ``seconds``
-    is wall time including the SDK's retries; ``finish_reason`` is the provider's own word
-    ("stop", "length", "end_turn", "max_tokens", ...), see ``truncated``.
-    """
-
-    text: str
-    model: str
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float | None
-    seconds: float
-    finish_reason: str | None
-
-    @property
-    def truncated(self) -> bool:
-        """The reply hit max_tokens, so code in it is probably cut off."""
-        return self.finish_reason in ("length", "max_tokens")
 
 
 @dataclass(frozen=True)

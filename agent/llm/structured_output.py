@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from kgen.agent.llm.providers import Completion, LLMClient, ProviderError
+from kgen.agent.llm.completion import Completion
+from kgen.agent.llm.providers import LLMClient, ProviderError
 from kgen.agent.llm.usage import UsageLedger
 
 T = TypeVar("T", bound=BaseModel)

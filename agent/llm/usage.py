@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, computed_field
 from kgen.agent.llm.models import ModelSpec
 
 if TYPE_CHECKING:
-    from kgen.agent.llm.providers import Completion
+    from kgen.agent.llm.completion import Completion
 
 
 class Price(NamedTuple):
@@ -59,8 +59,6 @@ _ALIASES = {"claude-opus-4": "claude-opus-4-0", "claude-sonnet-4": "claude-sonne
 
 def price_for(spec: ModelSpec) -> Price | None:
     """The list price of ``spec``'s model, or None when unknown or not the official API."""
-    # imported here: providers imports this module for cost_usd
-
     if not spec.is_official_api:
         return None
     name = SNAPSHOT_SUFFIX.sub("", spec.model)

@@ -24,8 +24,15 @@ from pathlib import Path
 from kgen.agent.llm.usage import UsageLedger
 from kgen.agent.run_directory import RUN_FILE, RunDirectory
 from kgen.agent.run_options import RunOptions
+from kgen.agent.runs.single_run import (
+    resume_ref,
+    resume_single_run,
+    save_options,
+    start_single_run,
+    validate_options,
+)
 from kgen.agent.runs.summary import BestKernel, RunSummary
-from kgen.agent.search.graph import Progress, RunError, save_options
+from kgen.agent.search.graph import Progress, RunError
 
 #: the key of run.json that makes a run folder a run over several backends
 PLAN_KEY = "backends"
@@ -74,8 +81,6 @@ def _say(run: RunDirectory, progress: Progress | None, line: str) -> None:
 
 def _run_each(run: RunDirectory, options: RunOptions, backends: list[str], *, runs_dir: Path,
               progress: Progress | None, api_keys: dict[str, str] | None) -> RunSummary:
-    from kgen.agent.runs.start import resume_ref, resume_run, start_run
-
     summaries: dict[str, RunSummary] = {}
     failures: dict[str, str] = {}
     with run.claimed():
@@ -91,12 +96,13 @@ def _run_each(run: RunDirectory, options: RunOptions, backends: list[str], *, ru
                     summaries[backend] = RunSummary.model_validate_json(done.read_text())
                     tagged("finished before: kept")
                 elif (child / RUN_FILE).is_file():
-                    summaries[backend] = resume_run(str(child), runs_dir=runs_dir, progress=tagged,
-                                                    api_keys=api_keys)
+                    summaries[backend] = resume_single_run(RunDirectory.find(str(child), runs_dir),
+                                                           runs_dir=runs_dir, progress=tagged, api_keys=api_keys)
                 else:
-                    summaries[backend] = start_run(options.model_copy(update={"backend": backend}),
-                                                   runs_dir=runs_dir, out=child, progress=tagged,
-                                                   api_keys=api_keys)
+                    backend_options = options.model_copy(update={"backend": backend})
+                    validate_options(backend_options, api_keys)
+                    summaries[backend] = start_single_run(backend_options, runs_dir=runs_dir, out=child,
+                                                          progress=tagged, api_keys=api_keys)
             except RunError as exc:
                 failures[backend] = str(exc)
                 tagged(f"failed: {exc}")

@@ -1,11 +1,11 @@
 """One run as one self-contained HTML page: how the search went, and why to trust its winner.
 
-The terminal table (``reporting.py``) says what won; a person deciding whether to use the
+The terminal table (``summary.py``) says what won; a person deciding whether to use the
 kernel (or whether the search is worth its cost) also wants to see how it got there: how
 the best speed moved as candidates were evaluated, which changes made the winner and what
 each one gained, how close every candidate came to its tolerance, which operators paid
 off, and what the models cost. The story runs data -> sections -> html: ``load_run``
-(``run_records.py``) reads the run directory once, one function per section turns it into
+(``records.py``) reads the run directory once, one function per section turns it into
 HTML and PNG charts, :func:`render_html` puts them on one page, :func:`write_report` writes it.
 
 The page must open anywhere (attached to a ticket, copied off a cluster) and must never run

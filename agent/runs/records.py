@@ -38,11 +38,8 @@ KB_PREFIX = "kb:"
 def load_eval(run: RunDirectory, candidate_id: str, name: str = "eval.json") -> EvalResult | None:
     """A candidate's saved evaluation; None when there is none or it cannot be read (a report
     on a damaged run shows what it can instead of failing)."""
-    path = run.candidate_dir(candidate_id) / name
-    if not path.is_file():
-        return None
     try:
-        return EvalResult.model_validate_json(path.read_text())
+        return run.load_eval(candidate_id, name)
     except (OSError, ValueError, ValidationError):
         return None
 

@@ -1,29 +1,20 @@
 """Suite mode: kgen's agent over every problem of a folder, then one fast_p table.
 
-``kgen solve SUITE_DIR`` runs the main job (``runs.start_run``) once per problem file of a
+``kgen solve SUITE_DIR`` runs the main job (``runs.start.start_run``) once per problem file of a
 folder (a KernelBench level folder works: ``evals/suites/suite.py`` finds the problems), each with
 the same run options and its own budget, and ends with ``kgen bench``'s table: fast_p
 against eager and ``torch.compile`` over *every* problem of the suite (a problem without a
 verified kernel is a failed row that stays in the denominator) and a report index.
 
-The suite's output folder (``--out``)::
-
-    suite.json          the suite's state (:class:`SuiteRun`): per problem its file, run
-                        directory, status, start and end times and exit reason
-    suite.log           the suite's own progress lines, timestamped
-    lock.json           while a ``kgen solve`` works on the folder (a second one is refused)
-    runs/<problem>/     one ordinary run directory per problem (``kgen resume`` works on it)
-    table/suite.md      kgen bench's table; also suite.csv, suite.svg and suite.json there
-                        (``kgen bench --out``'s files; in their own folder because the
-                        suite's state is ``suite.json`` here)
-    index.html          every problem with its outcome, linking runs/<problem>/report.html
+The output folder's files are ``suite_state.py``'s; its table rows and index page are
+``suite_index.py``'s.
 
 Resume rules (run ``solve`` again with the same ``--out``):
 
 * a **finished** problem (its run ended and wrote ``summary.json``) is skipped and its run
   directory left untouched, whatever its outcome; delete ``runs/<problem>`` to redo it;
 * an **interrupted** one (or one still marked **running**: the suite process was killed)
-  is resumed with ``runs.resume_run`` when its run directory holds a LangGraph checkpoint
+  is resumed with ``runs.start.resume_run`` when its run directory holds a LangGraph checkpoint
   (paid model replies and finished evaluations are reused), else started afresh;
 * a **failed** one (the run raised ``RunError``: offline with no known kernel, a missing
   key, an unreachable server, ...) is tried again: resumed if its run stopped mid-way with a
@@ -76,16 +67,15 @@ How the CLI calls it (``kgen solve SUITE_DIR [--out DIR] [--jobs N] [--only NAME
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import shutil
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from kgen.agent.run_directory import (
     LOCK_FILE,
@@ -96,88 +86,37 @@ from kgen.agent.run_directory import (
     write_atomic,
 )
 from kgen.agent.run_options import RunOptions
-from kgen.agent.runs.summary import RunSummary
+from kgen.agent.runs.suite_index import outcome_line, render_index, row_from_run, state_row
+from kgen.agent.runs.suite_state import (
+    INDEX_FILE,
+    LOG_FILE,
+    REPORT_FILE,
+    RUNS_DIR,
+    STATE_FILE,
+    SUMMARY_FILE,
+    TABLE_DIR,
+    SuiteProblem,
+    SuiteRun,
+    now_utc,
+    relative_path,
+)
 from kgen.agent.search.graph import Progress, RunError
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.suites.suite import (
     SuiteRow,
     SuiteSummary,
-    row_from_result,
     scan_suite,
     summarize,
     write_suite_outputs,
 )
 
-STATE_FILE = "suite.json"
-LOG_FILE = "suite.log"
-RUNS_DIR = "runs"
-TABLE_DIR = "table"
-INDEX_FILE = "index.html"
-REPORT_FILE = "report.html"
-SUMMARY_FILE = "summary.json"
 #: after an interrupt, how long the other problems' threads get to stop at their next event
 STOP_GRACE_S = 15.0
-
-Status = Literal["pending", "running", "finished", "failed", "interrupted"]
 
 
 class SuiteError(RunError):
     """A suite that cannot start for a reason the user can fix (no problems, an unknown
     ``only`` name, an output folder that holds another suite's runs)."""
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-class SuiteProblem(BaseModel):
-    """One problem of the suite and where its run stands."""
-
-    name: str
-    problem_file: str
-    #: the run directory, relative to the suite's output folder ("runs/19_ReLU")
-    run_dir: str
-    status: Status = "pending"
-    started: str | None = None
-    finished: str | None = None
-    #: the run's stop reason when finished, the error when failed, why it stopped when interrupted
-    exit_reason: str = ""
-    #: runs started or resumed for it, over every ``solve`` of this folder
-    attempts: int = 0
-    #: why its report.html could not be written (the suite went on)
-    report_error: str = ""
-
-
-class SuiteRun(BaseModel):
-    """``suite.json``: the state of one suite's runs, written whole after every change."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    kind: Literal["kgen-suite"] = "kgen-suite"
-    version: int = 1
-    suite_dir: str
-    created: str
-    updated: str = ""
-    #: the run options of the latest ``solve`` (request and problem_file are per problem);
-    #: a resumed run keeps the options it started with (its run.json)
-    options: dict[str, Any] = Field(default_factory=dict)
-    problems: list[SuiteProblem] = Field(default_factory=list)
-
-    def problem(self, name: str) -> SuiteProblem | None:
-        return next((p for p in self.problems if p.name == name), None)
-
-    @classmethod
-    def load(cls, out: Path) -> SuiteRun | None:
-        path = out / STATE_FILE
-        if not path.is_file():
-            return None
-        return cls.model_validate_json(path.read_text())
-
-    def save(self, out: Path) -> Path:
-        self.updated = _now()
-        path = out / STATE_FILE
-        write_atomic(path, self.model_dump_json(indent=1) + "\n")
-        return path
 
 
 class SuiteOutcome(BaseModel):
@@ -210,7 +149,7 @@ def _dir_name(name: str) -> str:
 def _has_checkpoint(path: Path) -> bool:
     """Whether the run at ``path`` holds a LangGraph checkpoint, i.e. ``resume_run`` can
     continue it (a run stopped before its graph started holds none)."""
-    from kgen.agent.search.graph import open_checkpointer
+    from kgen.agent.search.state import open_checkpointer
 
     run = RunDirectory(path)
     if not run.checkpoints.is_file():
@@ -226,158 +165,6 @@ def _has_checkpoint(path: Path) -> bool:
     finally:
         connection.close()
 
-
-def _read_summary(path: Path) -> RunSummary | None:
-    file = path / SUMMARY_FILE
-    if not file.is_file():
-        return None
-    try:
-        return RunSummary.model_validate_json(file.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _relative(path: str | Path, base: Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(base).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def _table_target(summary: RunSummary) -> str | None:
-    """The target whose winner is the problem's row: the first timed one, else the first."""
-    with_kernel = [t for t in summary.targets if t in summary.best] or list(summary.best)
-    timed = [t for t in with_kernel if summary.best[t].time_ms is not None and not summary.best[t].timing_note]
-    return (timed or with_kernel or [None])[0]
-
-
-def row_from_run(info: ProblemInfo, run_path: Path, out: Path) -> SuiteRow:
-    """The suite row of a finished run: its winner's final_eval.json (full-size verification
-    on a GPU) if it exists, else its eval.json; no verified kernel is a failed row."""
-    from kgen.evals.result import EvalResult
-
-    summary = _read_summary(run_path)
-    if summary is None:
-        return SuiteRow(problem=info.name, verdict="missing", reason="the run wrote no summary")
-    target = _table_target(summary)
-    if target is None:
-        tried = f"{summary.candidates} candidate(s)"
-        if summary.rejected:
-            worst = max(summary.rejected, key=lambda k: summary.rejected[k])
-            counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.rejected.items()))
-            return SuiteRow(problem=info.name, verdict="rejected", rejection=worst,
-                            reason=f"no verified kernel: {tried}, rejected: {counts}")
-        why = summary.stop_reason or "; ".join(summary.notes[-1:])
-        return SuiteRow(problem=info.name, verdict="missing",
-                        reason=f"no verified kernel ({tried}{', ' + why if why else ''})")
-    best = summary.best[target]
-    folder = run_path / "candidates" / best.candidate
-    result_file = next((f for f in (folder / "final_eval.json", folder / "eval.json") if f.is_file()), None)
-    if result_file is None:
-        return SuiteRow(problem=info.name, verdict="missing",
-                        reason=f"the winner {best.candidate} has no evaluation JSON")
-    result = EvalResult.model_validate_json(result_file.read_text())
-    return row_from_result(result, info, _relative(best.module, out))
-
-
-def _state_row(info: ProblemInfo, entry: SuiteProblem) -> SuiteRow:
-    reasons = {
-        "pending": "not run yet",
-        "running": "still running",
-        "interrupted": "interrupted: `kgen solve` with the same --out resumes it",
-        "failed": f"run failed: {entry.exit_reason}",
-        "finished": "finished, but its run directory is gone",
-    }
-    return SuiteRow(problem=info.name, verdict="missing", reason=reasons[entry.status])
-
-
-def _ms(value: float) -> str:
-    return f"{value:.3g} ms"
-
-
-def outcome_line(entry: SuiteProblem, row: SuiteRow | None) -> str:
-    """One problem's outcome in a few words: "finished, best 0.12 ms, 1.80x vs torch.compile"."""
-    if entry.status == "failed":
-        return f"failed: {entry.exit_reason}"
-    if entry.status != "finished":
-        return entry.status + (f" ({entry.exit_reason})" if entry.exit_reason else "")
-    if row is None or not row.correct:
-        return "finished, " + (row.reason if row is not None and row.reason else "no verified kernel")
-    if row.candidate_ms is None:
-        return "finished, verified (not timed: no GPU)"
-    parts = [f"finished, best {_ms(row.candidate_ms)}"]
-    for label, ratio, key in (("torch.compile", row.speedup_vs_compile, "torch.compile"),
-                              ("eager", row.speedup_vs_eager, "eager")):
-        if ratio is not None:
-            parts.append(("≈" if key in row.same_speed_as else "") + f"{ratio:.2f}x vs {label}")
-    return ", ".join(parts)
-
-
-# --------------------------------------------------------------------------- index
-
-
-def _fmt(value: float | None, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:.3g}{suffix}"
-
-
-def render_index(state: SuiteRun, infos: Sequence[ProblemInfo], rows: Sequence[SuiteRow],
-                 summary: SuiteSummary, out: Path, table: dict[str, Path], command: str, date: str) -> str:
-    """``index.html``: the fast_p figures, the chart, and one line per problem linking its
-    report (``runs/<problem>/report.html``; the run's summary.json where no report was
-    written). Every piece of text is escaped; nothing is fetched from elsewhere."""
-    esc = html.escape
-    gpu = summary.device_name or "no GPU (verification only; timings need a GPU)"
-
-    def fast(label: str, values: dict[str, float]) -> str:
-        return f"<li>{esc(label)}: " + ", ".join(f"fast_{esc(p)} {v:.2f}" for p, v in values.items()) + "</li>"
-
-    lines = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>kgen suite: {esc(Path(state.suite_dir).name)}</title>",
-        "<style>body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
-        "tr:nth-child(even){background:#f4f6f8}.passed{color:#2e8b57}.failed{color:#c0392b}"
-        "code{background:#f4f4f4;padding:1px 3px}</style>",
-        "</head><body>",
-        f"<h1>kgen suite: {esc(state.suite_dir)}</h1>",
-        f"<p><code>{esc(command)}</code>, {esc(gpu)}, {esc(date)}</p>",
-        f"<p>{summary.correct} of {summary.problems} problem(s) with a verified kernel, {summary.timed} timed.</p>",
-        "<ul>", fast("fast_p vs eager", summary.fast_p_vs_eager),
-        fast("fast_p vs torch.compile", summary.fast_p_vs_compile), "</ul>",
-        "<p>Table: " + " · ".join(f'<a href="{esc(_relative(p, out))}">{esc(p.name)}</a>'
-                                  for k, p in sorted(table.items())) + "</p>",
-        f'<p><img src="{esc(_relative(table["svg"], out))}" alt="speedups per problem"></p>' if "svg" in table else "",
-        "<table><thead><tr><th>#</th><th>problem</th><th>status</th><th>verdict</th><th>time ms</th>"
-        "<th>vs eager</th><th>vs compile</th><th>run</th><th>note</th></tr></thead><tbody>",
-    ]
-    by_name = {row.problem: row for row in rows}
-    for number, info in enumerate(infos, start=1):
-        entry = state.problem(info.name)
-        row = by_name.get(info.name)
-        if entry is None or row is None:
-            continue
-        run_path = out / entry.run_dir
-        if (run_path / REPORT_FILE).is_file():
-            link = f'<a href="{esc(entry.run_dir)}/{REPORT_FILE}">{esc(info.name)}</a>'
-        elif (run_path / SUMMARY_FILE).is_file():
-            link = f'<a href="{esc(entry.run_dir)}/{SUMMARY_FILE}">{esc(info.name)}</a>'
-        else:
-            link = esc(info.name)
-        run_cell = (f'<a href="{esc(entry.run_dir)}/">{esc(entry.run_dir)}</a>'
-                    if (run_path / RUN_FILE).is_file() else "-")
-        verdict = row.verdict + (f" ({row.rejection})" if row.rejection else "")
-        note = row.reason if not row.correct else ""
-        if entry.report_error:
-            note = (note + "; " if note else "") + f"report failed: {entry.report_error}"
-        cls = "passed" if row.correct else "failed" if entry.status in ("finished", "failed") else ""
-        lines.append(
-            f'<tr><td>{number}</td><td>{link}</td><td>{esc(entry.status)}</td>'
-            f'<td class="{cls}">{esc(verdict)}</td><td>{_fmt(row.candidate_ms)}</td>'
-            f"<td>{_fmt(row.speedup_vs_eager, 'x')}</td><td>{_fmt(row.speedup_vs_compile, 'x')}</td>"
-            f"<td>{run_cell}</td><td>{esc(note)}</td></tr>")
-    lines += ["</tbody></table>", "</body></html>", ""]
-    return "\n".join(line for line in lines if line)
 
 
 # --------------------------------------------------------------------------- solving
@@ -456,7 +243,7 @@ class _Suite:
             while (aside := path.with_name(f"{path.name}.attempt-{n}")).exists():
                 n += 1
             path.rename(aside)
-            self.say(f"{entry.name}: previous run moved to {_relative(aside, self.out)}")
+            self.say(f"{entry.name}: previous run moved to {relative_path(aside, self.out)}")
         else:
             shutil.rmtree(path, ignore_errors=True)
 
@@ -468,7 +255,7 @@ class _Suite:
 
         path = self.out / entry.run_dir
         with self.lock:
-            entry.status, entry.started, entry.finished = "running", _now(), None
+            entry.status, entry.started, entry.finished = "running", now_utc(), None
             entry.exit_reason, entry.attempts = "", entry.attempts + 1
             self.save()
         self.say(f"[{position}/{total}] {entry.name}: {'resuming' if step == 'resume' else 'starting'} "
@@ -485,7 +272,7 @@ class _Suite:
                                     api_keys=self.api_keys)
         except (KeyboardInterrupt, SystemExit) as exc:
             with self.lock:
-                entry.status, entry.finished = "interrupted", _now()
+                entry.status, entry.finished = "interrupted", now_utc()
                 entry.exit_reason = ("interrupted" if isinstance(exc, KeyboardInterrupt)
                                      else f"stopped (exit {exc.code})")
                 self.save()
@@ -499,7 +286,7 @@ class _Suite:
             self._failed(entry, f"{type(exc).__name__}: {exc} (traceback in {LOG_FILE})")
         else:
             with self.lock:
-                entry.status, entry.finished = "finished", _now()
+                entry.status, entry.finished = "finished", now_utc()
                 entry.exit_reason = summary.stop_reason or "finished"
                 self.save()
         self.write_report(entry)
@@ -508,7 +295,7 @@ class _Suite:
 
     def _failed(self, entry: SuiteProblem, message: str) -> None:
         with self.lock:
-            entry.status, entry.finished, entry.exit_reason = "failed", _now(), message
+            entry.status, entry.finished, entry.exit_reason = "failed", now_utc(), message
             self.save()
 
     def row(self, info: ProblemInfo, entry: SuiteProblem) -> SuiteRow:
@@ -518,7 +305,7 @@ class _Suite:
                 return row_from_run(info, path, self.out)
             except (OSError, ValueError) as exc:
                 return SuiteRow(problem=info.name, verdict="missing", reason=f"unreadable run result: {exc}")
-        return _state_row(info, entry)
+        return state_row(info, entry)
 
     # -- reports ---------------------------------------------------------------------
 
@@ -602,7 +389,7 @@ class _Suite:
         with self.lock:
             for entry, _, _ in work:
                 if entry.status == "running":
-                    entry.status, entry.finished, entry.exit_reason = "interrupted", _now(), "interrupted"
+                    entry.status, entry.finished, entry.exit_reason = "interrupted", now_utc(), "interrupted"
             self.save()
 
 
@@ -640,7 +427,7 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
     GPU). ``only``: problem names (or file stems) to run now; the table still counts every
     problem of the suite. ``command`` heads the table (default: a ``kgen solve`` line).
     """
-    from kgen.agent.runs.start import validate_options
+    from kgen.agent.runs.single_run import validate_options
 
     if jobs < 1:
         raise SuiteError(f"--jobs must be at least 1, got {jobs}")
@@ -680,7 +467,7 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
     with RunDirectory(out).claimed():  # one kgen solve per output folder
         earlier = state is not None
         if state is None:
-            state = SuiteRun(suite_dir=str(suite_dir), created=_now())
+            state = SuiteRun(suite_dir=str(suite_dir), created=now_utc())
         state.options = options
         suite = _Suite(out, state, template, progress, api_keys)
         added = []
@@ -749,11 +536,12 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
         state_path = suite.save()
         suite.say(f"suite done: {summary.correct} of {summary.problems} problem(s) with a verified kernel; "
                   f"fast_1 vs torch.compile {summary.fast_p_vs_compile['1']:.2f}, "
-                  f"vs eager {summary.fast_p_vs_eager['1']:.2f}; table {_relative(table['md'], out)}, "
+                  f"vs eager {summary.fast_p_vs_eager['1']:.2f}; table {relative_path(table['md'], out)}, "
                   f"index {INDEX_FILE}")
     return SuiteOutcome(out=out, summary=summary, rows=rows, problems=list(state.problems), table=table,
                         index=index, state=state_path)
 
 
-__all__ = ["SuiteError", "SuiteOutcome", "SuiteProblem", "SuiteRun", "outcome_line", "render_index",
-           "row_from_run", "solve_suite"]
+
+
+__all__ = ["SuiteError", "SuiteOutcome", "solve_suite"]

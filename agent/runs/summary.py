@@ -8,17 +8,22 @@ evaluation JSON in the run directory.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from kgen.agent.search.policy import CandidateRecord, best_for
+from kgen.agent.candidates import CandidateRecord, apply_result, best_for, describe
+from kgen.agent.run_directory import RunDirectory
+from kgen.agent.run_options import RunOptions
+from kgen.agent.search.state import RunState
 from kgen.knowledge_base.schema import Timing
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kgen.agent.search.graph import Runner, RunState
+    from kgen.evals.result import EvalResult
+
 
 def no_gpu_note(backend: str) -> str:
     """What a CPU run could not do, as the backend allows: Triton's interpreter verifies but
@@ -89,7 +94,7 @@ class RunSummary(BaseModel):
         return bool(self.best)
 
 
-def _evidence(result) -> Evidence:
+def _evidence(result: EvalResult) -> Evidence:
     from kgen.knowledge_base.write_back import summarise_verification
 
     summary = summarise_verification(result)
@@ -107,45 +112,44 @@ def _module_text(record: CandidateRecord, source: str, summary_line: str) -> str
     return header + source
 
 
-def build_summary(runner: Runner, state: RunState) -> RunSummary:
-    from kgen.agent.llm.usage import UsageLedger
-    from kgen.agent.search.policy import apply_result, describe
+def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, device: str) -> RunSummary:
+    """The run's summary from its final state and the evaluations in its directory; writes
+    each target's winner as a module (``best_<target>.py``) on the way."""
     from kgen.evals.problem.catalog import resolve_problem
 
-    spec = state.get("spec") or {}
-    records = runner.records(state)
-    ledger = UsageLedger.model_validate(state.get("usage") or {})
+    spec = state.spec
+    records = state.records
     summary = RunSummary(
-        run_id=runner.run.run_id, run_dir=str(runner.run.path), request=runner.options.request,
-        problem=resolve_problem(spec["problem"]).name if spec else "", backend=spec.get("backend", ""),
-        targets=spec.get("targets", []),
-        mode="offline (tuning known kernels)" if runner.options.offline
-        else "models: " + ", ".join(runner.options.models),
-        device=runner.device, stop_reason=state.get("stop_reason", ""),
+        run_id=run.run_id, run_dir=str(run.path), request=options.request,
+        problem=resolve_problem(spec.problem).name if spec else "", backend=spec.backend if spec else "",
+        targets=list(spec.targets) if spec else [],
+        mode="offline (tuning known kernels)" if options.offline
+        else "models: " + ", ".join(options.models),
+        device=device, stop_reason=state.stop_reason,
         candidates=len(records), passed=sum(r.passed for r in records),
         rejected=dict(Counter(r.rejection or "rejected" for r in records if r.verdict == "rejected")),
         no_code=sum(r.status == "no_code" for r in records),
-        usage=ledger.model_dump(mode="json"),
+        usage=state.usage.model_dump(mode="json"),
     )
-    if runner.device == "cpu" and summary.backend:
+    if device == "cpu" and summary.backend:
         summary.notes.append(no_gpu_note(summary.backend))
-    for target, winner in (state.get("winners") or {}).items():
-        record = next(r for r in records if r.id == winner["candidate"])
-        final = runner.load_eval(record.id, "final_eval.json") or runner.load_eval(record.id)
+    for target, winner in state.winners.items():
+        record = next(r for r in records if r.id == winner.candidate)
+        final = run.load_eval(record.id, "final_eval.json") or run.load_eval(record.id)
         record = apply_result(record, final)
-        module = runner.run.best_module(target)
-        source = runner.run.candidate_source(record.id).read_text()
+        module = run.best_module(target)
+        source = run.candidate_source(record.id).read_text()
         module.write_text(_module_text(record, source, describe(record)))
         note = ""
         if record.time_on(target) is None:
-            note = ("not timed: no GPU here" if runner.device == "cpu"
+            note = ("not timed: no GPU here" if device == "cpu"
                     else f"timed on {record.device_name or 'this GPU'}, not on {target}")
         summary.best[target] = BestKernel(
             **Timing.model_validate(record.model_dump(include=set(Timing.model_fields))).model_dump(),
             target=target, backend=summary.backend, candidate=record.id, module=str(module),
             origin=record.origin,
             description=record.description, timing_note=note, evidence=_evidence(final),
-            compile_report=record.kernels, knowledge_base=winner.get("kb", ""),
+            compile_report=record.kernels, knowledge_base=winner.kb,
         )
     for target in summary.targets:
         if target not in summary.best:
@@ -159,14 +163,17 @@ def build_summary(runner: Runner, state: RunState) -> RunSummary:
     return summary
 
 
-def write_outputs(runner: Runner, state: RunState) -> RunSummary:
-    summary = build_summary(runner, state)
-    runner.run.write("summary.json", summary.model_dump_json(indent=1))
-    runner.run.write("usage.json", json_dump(summary.usage))
-    best = best_for(runner.records(state), summary.targets[0]) if summary.targets else []
-    records = runner.records(state)
+def write_outputs(run: RunDirectory, state: RunState, *, options: RunOptions, device: str,
+                  say: Callable[[str], None]) -> RunSummary:
+    """The run's outputs from its final state: ``summary.json``, ``usage.json`` and the best
+    kernel per target as a module; ``say`` gets the closing line."""
+    summary = build_summary(run, state, options=options, device=device)
+    run.write("summary.json", summary.model_dump_json(indent=1))
+    run.write("usage.json", json_dump(summary.usage))
+    records = state.records
+    best = best_for(records, summary.targets[0]) if summary.targets else []
     compiled_only = [r for r in records if r.verdict == "inconclusive" and r.rejection == "compiled_not_run"]
-    runner.say(f"run finished: {len(summary.best)} target(s) with a verified kernel"
+    say(f"run finished: {len(summary.best)} target(s) with a verified kernel"
                + (f"; best {best[0].id}" if best else "")
                + (f"; {len(compiled_only)} candidate(s) compiled, not run: this backend's kernels need a GPU "
                   "to be verified (--device cuda)" if compiled_only and not best else ""))

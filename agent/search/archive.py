@@ -17,7 +17,7 @@ A kernel compiled but not timed on a target (no such GPU here) is kept as
 strategy the latest generation is the elite, so a search without timings still
 walks forward along its lineages.
 
-The archive is plain data in the graph's checkpointed state, so ``kgen resume``
+The archive is a model in the graph's checkpointed state (``state.py``), so ``kgen resume``
 continues it exactly; the run directory's ``search.json`` mirrors it for the report.
 """
 

@@ -1,16 +1,18 @@
 """The agent as a LangGraph graph: spec -> retrieve -> plan -> produce (fan-out) -> evaluate
 -> select -> (next generation | persist) -> report.
 
-The graph's state holds only plain data (the spec, the planned tasks, each
-candidate's record, token usage), checkpointed to SQLite after every step,
+The graph's state is typed models (``state.py``: the spec, the planned tasks, each
+candidate's record, the archive, token usage), checkpointed to SQLite after every step,
 so ``kgen resume`` continues a killed run. Work that is expensive or costs
 money is also kept on disk per candidate — a model's reply, an evaluation's
 JSON — and reused on resume, so a resumed run neither pays twice for a reply
 nor re-runs a finished evaluation, even if it was killed inside a step.
 
-Candidates are produced in parallel (``Send`` per task: model calls overlap)
-and evaluated one at a time, because timings taken while another kernel runs
-on the same GPU would be wrong.
+Candidates are produced in parallel (``Send`` per task: model calls overlap) and
+evaluated as one batch per target (``evals/batch.py``): on a GPU verified several at a
+time, then timed one at a time, because timings taken while another kernel runs on the
+same GPU would be wrong; on a CPU one after another. The report step is the caller's
+(``build_graph``'s ``report``): the run's outputs are the runs room's, above this one.
 """
 
 from __future__ import annotations
@@ -18,28 +20,29 @@ from __future__ import annotations
 import functools
 import json
 import random
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
+from kgen.agent.candidates import CandidateRecord, CandidateTask, apply_result, best_for, describe
+from kgen.agent.llm.usage import UsageLedger
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions, local_target
 from kgen.agent.search.archive import SearchArchive
-from kgen.agent.search.policy import (
-    CandidateRecord,
-    CandidateTask,
-    apply_result,
-    best_for,
-    describe,
-    plan_generation,
-    split_budget,
-    stop_reason,
-)
+from kgen.agent.search.policy import plan_generation, split_budget, stop_reason
+from kgen.agent.search.state import RunState, TaskInput, Winner, open_checkpointer
+
+if TYPE_CHECKING:
+    from kgen.agent.llm.model_calls import RecordedClient
+    from kgen.agent.spec.kernel_spec import KernelSpec
+    from kgen.evals.harness import EvalOptions
+    from kgen.evals.result import EvalResult
 
 Progress = Callable[[str], None]
+#: what the graph's last step does with the final state: write the run's outputs
+Report = Callable[[RunState], None]
 
 
 class RunError(Exception):
@@ -48,51 +51,6 @@ class RunError(Exception):
 
 class _NoSpecReply(Exception):
     """The model gave no usable reading of the request (the matcher reads it instead)."""
-
-
-def _ledger_dump(ledger) -> dict:
-    return ledger.model_dump(mode="json", exclude={"total_calls", "total_tokens", "total_cost_usd",
-                                                   "unpriced_calls"})
-
-
-def _merge(left: dict | None, right: dict | None) -> dict:
-    return {**(left or {}), **(right or {})}
-
-
-def _merge_usage(left: dict | None, right: dict | None) -> dict:
-    from kgen.agent.llm.usage import UsageLedger
-
-    ledger = UsageLedger.model_validate(left or {})
-    if right:
-        ledger.merge(UsageLedger.model_validate(right))
-    return _ledger_dump(ledger)
-
-
-class RunState(TypedDict, total=False):
-    spec: dict
-    dtype: str
-    baselines: dict[str, list[str]]
-    examples: dict[str, list[dict]]
-    guidance: dict[str, list[dict]]
-    generation: int
-    tasks: list[dict]
-    candidates: Annotated[dict[str, dict], _merge]
-    usage: Annotated[dict, _merge_usage]
-    stop_reason: str
-    winners: dict[str, dict]
-    #: the search's archive per target (``archive.SearchArchive``), updated after each generation
-    archive: dict
-
-
-class TaskInput(TypedDict):
-    """What one ``produce`` branch sees: its task and the slice of state its prompt needs."""
-
-    task: dict
-    spec: dict
-    dtype: str
-    examples: list[dict]
-    guidance: list[dict]
-    parents: dict[str, dict]
 
 
 def usable_backend(backend: str, targets: list[str]) -> dict:
@@ -145,7 +103,7 @@ class Runner:
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()  # produce branches run in parallel threads
         self._device: str | None = None
-        self._spec_usage: dict = {}
+        self._spec_usage = UsageLedger()
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -177,9 +135,6 @@ class Runner:
             clients = list(self._clients.values())
         return IN_FLIGHT.abandon(clients) if clients else 0
 
-    def problem_ref(self, state: RunState) -> str:
-        return state["spec"]["problem"]
-
     def _client(self, label: str):
         from kgen.agent.llm.models import parse_model
         from kgen.agent.llm.providers import RUN_END_GRACE_S, ProviderError, make_client
@@ -202,7 +157,9 @@ class Runner:
     # -- spec ------------------------------------------------------------------------
 
     def spec(self, state: RunState) -> dict:
-        from kgen.agent.spec.kernel_spec import SpecError, parse_request, parse_request_with_model
+        from kgen.agent.spec.catalog_matcher import parse_request
+        from kgen.agent.spec.kernel_spec import SpecError
+        from kgen.agent.spec.model_reader import parse_request_with_model
         from kgen.backends.targets import DEFAULT_TARGET
         from kgen.evals.problem.catalog import resolve_problem
         from kgen.evals.problem.format import input_dtype
@@ -237,10 +194,9 @@ class Runner:
         self.run.write("spec.json", spec.model_dump_json(indent=1))
         self.say(f"spec: {info.name} · {spec.backend} · targets {', '.join(spec.targets)} · {dtype}"
                  + (f" ({'; '.join(spec.notes)})" if spec.notes else ""))
-        return {"spec": spec.model_dump(mode="json"), "dtype": dtype, "generation": 0,
-                "usage": self._spec_usage}
+        return {"spec": spec, "dtype": dtype, "generation": 0, "usage": self._spec_usage}
 
-    def _recorded(self, label: str, folder: str):
+    def _recorded(self, label: str, folder: str) -> RecordedClient:
         """The one way a model is asked: counted in a ledger and saved under ``folder``
         (``model_calls.py``); the ledger goes into the run's usage with the node's update."""
         from kgen.agent.llm.model_calls import RecordedClient
@@ -259,7 +215,7 @@ class Runner:
                 raise RunError(exc.message) from exc
             raise _NoSpecReply(exc.message) from exc
         finally:
-            self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(client.ledger))
+            self._spec_usage.merge(client.ledger)
         return value
 
     def _write_reference_problem(self, operation: str) -> Path:
@@ -281,7 +237,7 @@ class Runner:
             raise RunError(f"the model's reference problem for '{operation}' failed its self-check: "
                            f"{'; '.join(exc.reasons)}") from exc
         finally:
-            self._spec_usage = _merge_usage(self._spec_usage, _ledger_dump(client.ledger))
+            self._spec_usage.merge(client.ledger)
         self.say(f"reference problem written and self-checked: {path.name}")
         return path
 
@@ -294,42 +250,41 @@ class Runner:
         from kgen.knowledge_base.retrieval import retrieve
         from kgen.knowledge_base.seeding import open_knowledge_base
 
-        spec = state["spec"]
-        problem = resolve_problem(spec["problem"]).name
+        spec = state.spec
+        problem = resolve_problem(spec.problem).name
         try:
             kb = open_knowledge_base(self.options.kb, embedding=self.options.kb_embedding)
         except KnowledgeBaseError as exc:
             raise RunError(str(exc)) from exc
-        baselines: dict[str, list[str]] = {}
-        examples: dict[str, list[dict]] = {}
-        guidance: dict[str, list[dict]] = {}
-        for target in spec["targets"]:
-            found = retrieve(kb, self.options.request, backend=spec["backend"], target=target,
-                             problem=problem, dtype=state["dtype"])
+        baselines: dict[str, tuple[str, str]] = {}
+        examples: dict[str, list[PromptExample]] = {}
+        guidance: dict[str, list[PromptGuidance]] = {}
+        for target in spec.targets:
+            found = retrieve(kb, self.options.request, backend=spec.backend, target=target,
+                             problem=problem, dtype=state.dtype)
             same = [r.entry for r in found.examples if r.entry.problem == problem]
             if same:
-                baselines[target] = [same[0].id, same[0].source]
+                baselines[target] = (same[0].id, same[0].source)
             examples[target] = [
                 PromptExample(source=r.entry.source, problem=r.entry.problem, backend=r.entry.backend,
                               target=r.entry.target, description=r.entry.operation,
-                              summary=r.entry.summary_line()).model_dump()
+                              summary=r.entry.summary_line())
                 for r in found.examples
             ]
-            guidance[target] = [PromptGuidance(title=n.title, text=n.text).model_dump()
-                                for n in found.guidance]
+            guidance[target] = [PromptGuidance(title=n.title, text=n.text) for n in found.guidance]
             self.say(f"knowledge base ({kb.location}): {len(found.examples)} example(s), "
                      f"{len(found.guidance)} guidance note(s) for {target}"
                      + (f"; starting point {same[0].id}" if same else "; no kernel for this problem yet"))
         if self.options.offline and not baselines:
             from kgen.knowledge_base import UNVERIFIED_SEEDS_DIR
 
-            waiting = UNVERIFIED_SEEDS_DIR / spec["backend"] / f"{problem}.py"
+            waiting = UNVERIFIED_SEEDS_DIR / spec.backend / f"{problem}.py"
             raise RunError(
                 f"offline mode (no model configured) tunes known kernels, and the knowledge base has "
-                f"no {spec['backend']} kernel for {problem}; configure a model (`kgen config`, "
+                f"no {spec.backend} kernel for {problem}; configure a model (`kgen config`, "
                 "KGEN_MODELS or --model), or verify your own kernel with `kgen eval`"
                 + (f" (kgen ships one that waits for its GPU verification: `kgen eval {problem} {waiting} "
-                   f"--backend {spec['backend']} --device cuda`)" if waiting.is_file() else "")
+                   f"--backend {spec.backend} --device cuda`)" if waiting.is_file() else "")
             )
         return {"baselines": baselines, "examples": examples, "guidance": guidance}
 
@@ -340,7 +295,7 @@ class Runner:
         kernel (``retrieve`` found them; see ``split_budget``), even when that is the only
         slot: a run that knew a good kernel must never end with none."""
         options = self.options
-        remeasures = len(state.get("baselines") or {})
+        remeasures = len(state.baselines)
         if options.offline and self.device == "cpu":
             return [max(min(options.budget, CPU_OFFLINE_VARIANTS + 1), remeasures)]
         return split_budget(options.budget, options.generations, remeasures=remeasures)
@@ -349,11 +304,10 @@ class Runner:
         from kgen.agent.llm.ensemble import Ensemble
         from kgen.agent.llm.models import parse_model
 
-        generation = state.get("generation", 0)
+        generation = state.generation
         sizes = self.budget_plan(state)
-        records = self.records(state)
-        spec = state["spec"]
-        baselines = {t: (v[0], v[1]) for t, v in (state.get("baselines") or {}).items()}
+        records = state.records
+        spec = state.spec
         if generation >= len(sizes):
             return {"tasks": []}
         sources = {r.id: self.run.candidate_source(r.id).read_text() for r in records
@@ -362,41 +316,41 @@ class Runner:
         if not self.options.offline:
             ensemble = Ensemble([parse_model(m) for m in self.options.models])
             models = lambda n: [m.label for m in ensemble.allocate(n)]  # noqa: E731
-        tasks = plan_generation(generation, sizes[generation], spec["targets"], records, sources, baselines,
+        tasks = plan_generation(generation, sizes[generation], spec.targets, records, sources, state.baselines,
                                 self.archive(state), random.Random(f"{self.options.seed}-{generation}"),
-                                models=models, backend=spec["backend"])
+                                models=models, backend=spec.backend)
         self.say(f"generation {generation}: {len(tasks)} candidate(s) "
                  f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
         only_remeasures = bool(tasks) and all(t.kind == "baseline" for t in tasks)
         if not self.options.offline and len(sizes) == 1 and only_remeasures:
             self.say(f"the budget ({self.options.budget}) is spent re-measuring the known kernel(s): "
                      "no model is asked (raise --budget)")
-        return {"tasks": [t.model_dump() for t in tasks]}
+        return {"tasks": tasks}
 
-    def fan_out(self, state: RunState):
+    def fan_out(self, state: RunState) -> str | list:
+        """One ``Send`` to ``produce`` per planned task, or on to ``select`` when none was planned
+        (LangGraph reads this method's hints: ``Send`` is imported only when it runs)."""
         from langgraph.types import Send
 
-        tasks = state.get("tasks") or []
-        if not tasks:
+        if not state.tasks:
             return "select"
-        candidates = state.get("candidates") or {}
         return [
-            Send("produce", {
-                "task": task, "spec": state["spec"], "dtype": state["dtype"],
-                "examples": state["examples"].get(task["target"], []),
-                "guidance": state["guidance"].get(task["target"], []),
-                "parents": {p: candidates[p] for p in task["parent_ids"] if p in candidates},
-            })
-            for task in tasks
+            Send("produce", TaskInput(
+                task=task, spec=state.spec, dtype=state.dtype,
+                examples=state.examples.get(task.target, []),
+                guidance=state.guidance.get(task.target, []),
+                parents={p: state.candidates[p] for p in task.parent_ids if p in state.candidates},
+            ))
+            for task in state.tasks
         ]
 
     # -- produce ---------------------------------------------------------------------
 
     def produce(self, payload: TaskInput) -> dict:
-        task = CandidateTask.model_validate(payload["task"])
+        task = payload.task
         record = CandidateRecord(**task.model_dump(exclude={"source"}))
         source_path = self.run.candidate_source(task.id)
-        usage: dict = {}
+        usage = UsageLedger()
         self.run.write(f"candidates/{task.id}/task.json", task.model_dump_json(indent=1, exclude={"source"}))
         if task.source is not None:
             source_path.parent.mkdir(parents=True, exist_ok=True)
@@ -406,23 +360,23 @@ class Runner:
             if source is None:
                 record.status, record.reason = "no_code", reason
                 self.say(f"{task.id} ({task.model}, {task.kind}): no code: {reason}")
-                return {"candidates": {task.id: record.model_dump()}, "usage": usage}
+                return {"candidates": {task.id: record}, "usage": usage}
             source_path.parent.mkdir(parents=True, exist_ok=True)
             source_path.write_text(source)
-        return {"candidates": {task.id: record.model_dump()}, "usage": usage}
+        return {"candidates": {task.id: record}, "usage": usage}
 
-    def _ask_model(self, task: CandidateTask, payload: TaskInput) -> tuple[str | None, str, dict]:
+    def _ask_model(self, task: CandidateTask, payload: TaskInput) -> tuple[str | None, str, UsageLedger]:
         from kgen.agent.llm.code_extraction import NoCodeError, extract_candidate
         from kgen.agent.llm.prompt_context import render_system, task_prompt
         from kgen.agent.llm.providers import ProviderError
 
         # a reply paid for before an interruption is on disk: the recorded client reuses it
         client = self._recorded(task.model, f"candidates/{task.id}")
-        system = render_system(payload["spec"]["backend"])
+        system = render_system(payload.spec.backend)
         user = task_prompt(
-            task, problem=payload["spec"]["problem"], backend=payload["spec"]["backend"], dtype=payload["dtype"],
-            examples=payload["examples"], guidance=payload["guidance"],
-            descriptions={p: c.get("description", "") for p, c in payload["parents"].items()},
+            task, problem=payload.spec.problem, backend=payload.spec.backend, dtype=payload.dtype,
+            examples=payload.examples, guidance=payload.guidance,
+            descriptions={p: c.description for p, c in payload.parents.items()},
             read_source=lambda c: self.run.candidate_source(c).read_text(), load_eval=self.load_eval,
         )
         try:
@@ -430,32 +384,26 @@ class Runner:
         except ProviderError as exc:
             if exc.kind in ("missing_key", "auth", "unreachable"):
                 raise RunError(exc.message) from exc
-            return None, f"{exc.kind}: {exc.message}", _ledger_dump(client.ledger)
+            return None, f"{exc.kind}: {exc.message}", client.ledger
         reply = completion.text
-        usage = _ledger_dump(client.ledger)
         try:
-            return extract_candidate(reply), "", usage
+            return extract_candidate(reply), "", client.ledger
         except NoCodeError as exc:
-            return None, str(exc), usage
+            return None, str(exc), client.ledger
 
     # -- evaluate --------------------------------------------------------------------
 
-    def eval_options(self, state: RunState, target: str, *, full: bool):
+    def eval_options(self, spec: KernelSpec, target: str, *, full: bool) -> EvalOptions:
         options = agent_eval_options(
-            self.device, state["spec"]["backend"], target, full=full, train_check=self.options.train_check,
+            self.device, spec.backend, target, full=full, train_check=self.options.train_check,
             timeout_s=self.options.eval_timeout_s, run_path=self.run.path,
         )
         # every candidate is cross-compiled for every target of the run: one made for H100 may
         # serve MI300X too (its archive takes it if it compiles there; timed only where present)
-        return options.model_copy(update={"also_compile_for": [t for t in state["spec"]["targets"] if t != target]})
+        return options.model_copy(update={"also_compile_for": [t for t in spec.targets if t != target]})
 
-    def load_eval(self, candidate_id: str, name: str = "eval.json"):
-        from kgen.evals.result import EvalResult
-
-        path = self.run.candidate_dir(candidate_id) / name
-        if not path.is_file():
-            return None
-        return EvalResult.model_validate_json(path.read_text())
+    def load_eval(self, candidate_id: str, name: str = "eval.json") -> EvalResult | None:
+        return self.run.load_eval(candidate_id, name)
 
     def evaluate(self, state: RunState) -> dict:
         """Every pending candidate, as one batch (``evals/batch.py``: on a GPU verified in
@@ -463,8 +411,8 @@ class Runner:
         from kgen.evals.batch import evaluate_batch
         from kgen.evals.harness import UsageError
 
-        updates: dict[str, dict] = {}
-        pending = sorted((r for r in self.records(state) if r.status == "pending"), key=lambda r: r.id)
+        updates: dict[str, CandidateRecord] = {}
+        pending = sorted((r for r in state.records if r.status == "pending"), key=lambda r: r.id)
         results = {r.id: result for r in pending if (result := self.load_eval(r.id)) is not None}
         for record in pending:
             if record.id in results:  # evaluated before the run was interrupted
@@ -487,8 +435,8 @@ class Runner:
         for target in dict.fromkeys(r.target for r in todo):
             group = [i for i, r in enumerate(todo) if r.target == target]
             try:
-                evaluate_batch(self.problem_ref(state), [self.run.candidate_source(todo[i].id) for i in group],
-                               self.eval_options(state, target, full=self.device == "cpu"),
+                evaluate_batch(state.spec.problem, [self.run.candidate_source(todo[i].id) for i in group],
+                               self.eval_options(state.spec, target, full=self.device == "cpu"),
                                on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
                                stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
             except UsageError as exc:
@@ -497,18 +445,17 @@ class Runner:
             self.say(f"time limit reached: {left} candidate(s) not evaluated")
         for record in pending:
             if record.id in results:
-                updates[record.id] = apply_result(record, results[record.id]).model_dump()
+                updates[record.id] = apply_result(record, results[record.id])
         return {"candidates": updates}
 
     # -- select ----------------------------------------------------------------------
 
-    def records(self, state: RunState) -> list[CandidateRecord]:
-        return [CandidateRecord.model_validate(c) for c in (state.get("candidates") or {}).values()]
-
     def archive(self, state: RunState) -> SearchArchive:
-        if state.get("archive"):
-            return SearchArchive.model_validate(state["archive"])
-        return SearchArchive.new(state["spec"]["targets"], self.options.islands)
+        """The state's archive, as a copy this step may change (the state's stays as
+        checkpointed), or a new one before the first generation was selected."""
+        if state.archive is not None:
+            return state.archive.model_copy(deep=True)
+        return SearchArchive.new(state.spec.targets, self.options.islands)
 
     def _features(self, backend: str, record: CandidateRecord) -> dict[str, str]:
         from kgen.backends.registry import get_backend
@@ -517,57 +464,54 @@ class Runner:
         return get_backend(backend).strategy_features(path.read_text()) if path.is_file() else {}
 
     def select(self, state: RunState) -> dict:
-        from kgen.agent.llm.usage import UsageLedger
         from kgen.agent.search.operators import operator_stats
 
-        records = self.records(state)
-        generation = state.get("generation", 0)
+        records = state.records
+        generation = state.generation
         archive = self.archive(state)
-        backend = state["spec"]["backend"]
+        backend = state.spec.backend
         for line in archive.update(records, lambda r: self._features(backend, r), generation):
             self.say(line)
         self.run.write("search.json", json.dumps({
             "archive": archive.model_dump(mode="json"),
             "operators": {k: v.model_dump(mode="json") for k, v in operator_stats(records).items()},
         }, indent=1))
-        for target in state["spec"]["targets"]:
+        for target in state.spec.targets:
             best = best_for(records, target)
             if best:
                 self.say(f"after generation {generation}, best for {target}: {best[0].id} ({describe(best[0])}; "
                          f"{archive.targets[target].cell_count()} strateg(ies) in the archive)")
-        ledger = UsageLedger.model_validate(state.get("usage") or {})
         stop = stop_reason(
             archive, self.options, generation=generation, planned_generations=len(self.budget_plan(state)),
-            evaluated=len(records), out_of_time=self.out_of_time(), cost_usd=ledger.total_cost_usd,
+            evaluated=len(records), out_of_time=self.out_of_time(), cost_usd=state.usage.total_cost_usd,
             cpu_offline=self.options.offline and self.device == "cpu",
         )
-        update = {"archive": archive.model_dump(mode="json")}
         if stop:
             self.say(f"stopping: {stop}")
-            return {**update, "stop_reason": stop}
-        return {**update, "generation": generation + 1, "tasks": []}
+            return {"archive": archive, "stop_reason": stop}
+        return {"archive": archive, "generation": generation + 1, "tasks": []}
 
     def after_select(self, state: RunState) -> str:
-        return "persist" if state.get("stop_reason") else "plan"
+        return "persist" if state.stop_reason else "plan"
 
     # -- persist ---------------------------------------------------------------------
 
     def persist(self, state: RunState) -> dict:
         """Verify each target's winner at full sizes (GPU) and write it to the knowledge base."""
-        records = self.records(state)
-        winners: dict[str, dict] = {}
-        for target in state["spec"]["targets"]:
+        records = state.records
+        winners: dict[str, Winner] = {}
+        for target in state.spec.targets:
             for record in best_for(records, target, n=3):
-                result = self._final_result(state, record)
+                result = self._final_result(state.spec, record)
                 if result.passed:
-                    winners[target] = {"candidate": record.id,
-                                       "kb": self._write_back(state, record, result, target)}
+                    winners[target] = Winner(candidate=record.id,
+                                             kb=self._write_back(state, record, result, target))
                     break
                 self.say(f"{record.id} failed full verification "
                          f"({result.rejection.value if result.rejection else 'rejected'}): next best")
         return {"winners": winners}
 
-    def _final_result(self, state: RunState, record: CandidateRecord):
+    def _final_result(self, spec: KernelSpec, record: CandidateRecord) -> EvalResult:
         from kgen.evals.harness import evaluate
 
         if self.device == "cpu":
@@ -576,23 +520,24 @@ class Runner:
         if cached is not None:
             return cached
         self.say(f"verifying {record.id} at full sizes for {record.target}")
-        result = evaluate(self.problem_ref(state), self.run.candidate_source(record.id),
-                          self.eval_options(state, record.target, full=True))
+        result = evaluate(spec.problem, self.run.candidate_source(record.id),
+                          self.eval_options(spec, record.target, full=True))
         if not result.cut_short:
             self.run.write(f"candidates/{record.id}/final_eval.json", result.model_dump_json(indent=1))
         return result
 
-    def _write_back(self, state: RunState, record: CandidateRecord, result, target: str) -> str:
+    def _write_back(self, state: RunState, record: CandidateRecord, result: EvalResult, target: str) -> str:
+        from kgen.agent.candidates import entry_for_candidate
         from kgen.knowledge_base.errors import KnowledgeBaseError
         from kgen.knowledge_base.seeding import open_knowledge_base
-        from kgen.knowledge_base.write_back import entry_for_candidate, record_kernel
+        from kgen.knowledge_base.write_back import record_kernel
 
         if not self.options.persist:
             return "not written (--no-persist)"
         entry = entry_for_candidate(
             result, self.run.candidate_source(record.id).read_text(), record, run_id=self.run.run_id,
-            spec_text=self.options.request, target=target, dtype=state["dtype"],
-            operation=state["spec"]["operation"], shapes=state["spec"]["shapes"],
+            spec_text=self.options.request, target=target, dtype=state.dtype,
+            operation=state.spec.operation, shapes=state.spec.shapes,
         )
         try:
             outcome = record_kernel(open_knowledge_base(self.options.kb, embedding=self.options.kb_embedding), entry, generation_best=True)
@@ -602,34 +547,40 @@ class Runner:
         self.say(f"knowledge base: {outcome.action.replace('_', ' ')} {outcome.id} for {target}")
         return f"{outcome.action} {outcome.id}"
 
-    # -- report ----------------------------------------------------------------------
 
-    def report(self, state: RunState) -> dict:
-        from kgen.agent.runs.summary import write_outputs
-
-        write_outputs(self, state)
-        return {}
-
-
-def _stops_when_kgen_does(node: Callable[[Any], dict]) -> Callable[[Any], dict]:
+def _stops_when_kgen_does(node: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The node, after a check that no ending signal has come: one whose exception Python
     swallowed where it landed (process_lifecycle) still stops the run before its next step."""
     from kgen.evals.sandbox.lifecycle import raise_if_ending
 
     @functools.wraps(node)
-    def checked(state: Any) -> dict:  # the run's state, or produce's task
+    def checked(state: Any) -> Any:  # the run's state, or produce's task
         raise_if_ending()
         return node(state)
 
     return checked
 
 
-def build_graph(runner: Runner, checkpointer: Any):
+def _reporting(report: Report) -> Callable[[RunState], dict]:
+    """The report step: the caller's ``report`` on the final state, changing nothing in it."""
+
+    def node(state: RunState) -> dict:
+        report(state)
+        return {}
+
+    return node
+
+
+def build_graph(runner: Runner, checkpointer: Any, report: Report):
+    """The graph of ``runner``'s nodes; its last step hands the final state to ``report``
+    (the run's outputs: ``runs/summary.py``), so a run killed while reporting reports on resume."""
     from langgraph.graph import END, START, StateGraph
 
     graph = StateGraph(RunState)
-    for name in ("spec", "retrieve", "plan", "produce", "evaluate", "select", "persist", "report"):
+    for name in ("spec", "retrieve", "plan", "evaluate", "select", "persist"):
         graph.add_node(name, _stops_when_kgen_does(getattr(runner, name)))
+    graph.add_node("produce", _stops_when_kgen_does(runner.produce), input_schema=TaskInput)
+    graph.add_node("report", _stops_when_kgen_does(_reporting(report)))
     graph.add_edge(START, "spec")
     graph.add_edge("spec", "retrieve")
     graph.add_edge("retrieve", "plan")
@@ -642,37 +593,22 @@ def build_graph(runner: Runner, checkpointer: Any):
     return graph.compile(checkpointer=checkpointer)
 
 
-def open_checkpointer(run: RunDirectory):
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    connection = sqlite3.connect(str(run.checkpoints), check_same_thread=False)
-    return SqliteSaver(connection), connection
-
-
-def execute(runner: Runner, *, resume: bool = False) -> RunState:
+def execute(runner: Runner, report: Report, *, resume: bool = False) -> RunState:
     """Run (or continue) the graph to the end; the final state."""
     checkpointer, connection = open_checkpointer(runner.run)
     try:
-        graph = build_graph(runner, checkpointer)
+        graph = build_graph(runner, checkpointer, report)
         config = {"configurable": {"thread_id": runner.run.run_id}, "recursion_limit": 500}
         if resume:
             snapshot = graph.get_state(config)
             if not snapshot.next:
-                return snapshot.values  # finished already
+                return RunState.model_validate(snapshot.values)  # finished already
             graph.invoke(None, config)
         else:
-            graph.invoke({"candidates": {}, "usage": {}}, config)
-        return graph.get_state(config).values
+            graph.invoke(RunState(), config)
+        return RunState.model_validate(graph.get_state(config).values)
     except BaseException:
         runner.abandon_model_calls()  # interrupted: parallel branches stop waiting on models now
         raise
     finally:
         connection.close()
-
-
-def save_options(run: RunDirectory, options: RunOptions) -> None:
-    run.write("run.json", json.dumps({"options": options.model_dump(mode="json")}, indent=1))
-
-
-def load_options(run: RunDirectory) -> RunOptions:
-    return RunOptions.model_validate(json.loads(run.file("run.json").read_text())["options"])

@@ -80,7 +80,8 @@ def extract_problem_code(reply: str) -> str:
 
 def _example(operation: str) -> Path:
     """A real catalog file as the format example, in the operation's direction."""
-    from kgen.agent.spec.kernel_spec import SpecError, request_direction
+    from kgen.agent.spec.kernel_spec import SpecError
+    from kgen.agent.spec.request_scan import request_direction
     from kgen.evals.problem.catalog import resolve_problem
 
     try:

@@ -116,7 +116,7 @@ def test_a_lock_from_another_host_is_refused_with_what_to_do(tmp_path):
 
 
 def test_resume_is_told_the_id_under_the_runs_folder_and_the_path_elsewhere(tmp_path):
-    from kgen.agent.runs.start import resume_ref
+    from kgen.agent.runs.single_run import resume_ref
 
     runs = tmp_path / "runs"
     inside = RunDirectory.create(runs)

@@ -166,7 +166,8 @@ def with_pallas(monkeypatch):
 
 
 def test_a_registered_backend_is_read_from_requests(with_pallas):
-    from kgen.agent.spec.kernel_spec import KernelSpec, parse_request
+    from kgen.agent.spec.catalog_matcher import parse_request
+    from kgen.agent.spec.kernel_spec import KernelSpec
 
     spec = parse_request("Pallas softmax for H100")
     assert (spec.problem, spec.backend, spec.targets) == ("softmax", "pallas", ["h100"])

@@ -7,6 +7,7 @@ import jinja2
 import pydantic
 import pytest
 
+from kgen.agent.candidates import kernel_lines
 from kgen.agent.llm.prompt_context import (
     MAX_EVIDENCE_CHARS,
     MAX_EXAMPLES,
@@ -19,7 +20,6 @@ from kgen.agent.llm.prompt_context import (
     PromptTarget,
     Rejection,
     TaskContext,
-    kernel_lines,
     measurements_from_result,
     rejection_from_result,
     render_crossover,

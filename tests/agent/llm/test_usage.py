@@ -7,8 +7,9 @@ import json
 import pytest
 from llm_server import Reply
 
+from kgen.agent.llm.completion import Completion
 from kgen.agent.llm.models import parse_model
-from kgen.agent.llm.providers import Completion, make_client
+from kgen.agent.llm.providers import make_client
 from kgen.agent.llm.usage import UsageLedger, cost_usd, price_for
 
 

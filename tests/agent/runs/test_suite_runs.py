@@ -26,7 +26,8 @@ from llm_server import RecordedRequest, Reply, ScriptedLLMServer
 from scripted_run import fenced
 
 from kgen.agent.run_options import RunOptions
-from kgen.agent.runs.suite_runs import SuiteError, SuiteRun, solve_suite
+from kgen.agent.runs.suite_runs import SuiteError, solve_suite
+from kgen.agent.runs.suite_state import SuiteRun
 
 # one test process runs the module: one seeded knowledge base for the module
 pytestmark = pytest.mark.xdist_group("suite_runs")
@@ -275,8 +276,8 @@ class _FakeRuns:
 
     def start_run(self, options, *, runs_dir, out=None, progress=None, api_keys=None):
         from kgen.agent.run_directory import RunDirectory
+        from kgen.agent.runs.single_run import save_options
         from kgen.agent.runs.summary import RunSummary
-        from kgen.agent.search.graph import save_options
 
         run = RunDirectory.create(runs_dir, out)
         save_options(run, options)
@@ -375,7 +376,8 @@ def _timed_result(candidate_ms: float, eager_ms: float, compile_ms: float):
 def test_a_timed_row_is_the_winners_full_size_evaluation(tmp_path):
     """On a GPU the row (and the progress line) carry the winner's final_eval.json timings
     (full-size verification), else its eval.json's (screening)."""
-    from kgen.agent.runs.suite_runs import SuiteProblem, outcome_line, row_from_run
+    from kgen.agent.runs.suite_index import outcome_line, row_from_run
+    from kgen.agent.runs.suite_state import SuiteProblem
     from kgen.agent.runs.summary import BestKernel, Evidence, RunSummary
     from kgen.evals.problem.format import read_problem
 

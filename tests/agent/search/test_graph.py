@@ -17,6 +17,8 @@ import kgen
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
 from kgen.agent.search.graph import Runner
+from kgen.agent.search.state import RunState
+from kgen.agent.spec.kernel_spec import KernelSpec
 
 #: a reference problem for an operation outside the catalog (small CPU sizes: a quick self-check)
 SQUARED_RELU = '''"""Squared ReLU: y = relu(x)^2."""
@@ -162,12 +164,12 @@ def test_the_budget_plan_makes_room_for_each_known_kernel(tmp_path):
     run = RunDirectory(tmp_path)
     options = RunOptions(request="softmax", models=["openai:gpt-5"], budget=1, generations=3, device="cpu")
     runner = Runner(run, options)
-    baseline = ["k-1", "source"]
-    assert runner.budget_plan({"baselines": {}}) == [1]
-    assert runner.budget_plan({"baselines": {"h100": baseline}}) == [1]
-    assert runner.budget_plan({"baselines": {"h100": baseline, "h200": baseline}}) == [2]
+    baseline = ("k-1", "source")
+    assert runner.budget_plan(RunState(baselines={})) == [1]
+    assert runner.budget_plan(RunState(baselines={"h100": baseline})) == [1]
+    assert runner.budget_plan(RunState(baselines={"h100": baseline, "h200": baseline})) == [2]
     offline = Runner(run, options.model_copy(update={"models": []}))
-    assert offline.budget_plan({"baselines": {"h100": baseline, "h200": baseline}}) == [2]
+    assert offline.budget_plan(RunState(baselines={"h100": baseline, "h200": baseline})) == [2]
 
 
 # -- the search's archive survives a resume ---------------------------------------------------
@@ -175,12 +177,17 @@ def test_the_budget_plan_makes_room_for_each_known_kernel(tmp_path):
 H100_NAME = "NVIDIA H100 80GB HBM3"
 
 
-def _timed(cid: str, time_ms: float, kind: str = "sweep") -> dict:
+def _timed(cid: str, time_ms: float, kind: str = "sweep", **fields):
     from kgen.agent.candidates import CandidateRecord
 
     return CandidateRecord(id=cid, generation=int(cid[1]), target="h100", kind=kind, origin="mutation",
                            status="evaluated", verdict="passed", time_ms=time_ms,
-                           device_name=H100_NAME).model_dump()
+                           device_name=H100_NAME, **fields)
+
+
+#: the spec of the select tests: only its targets and backend matter there
+SOFTMAX_H100 = KernelSpec(request="softmax", problem="softmax", operation="softmax", targets=["h100"],
+                          source="matcher")
 
 
 def test_a_resumed_run_continues_its_archive_and_its_stop_rules(tmp_path):
@@ -189,18 +196,18 @@ def test_a_resumed_run_continues_its_archive_and_its_stop_rules(tmp_path):
     run = RunDirectory(tmp_path)
     options = RunOptions(request="softmax", models=["openai:gpt-5"], budget=40, generations=8, device="cpu", islands=2,
                          plateau_generations=2)
-    state = {"spec": {"targets": ["h100"], "backend": "triton"}, "generation": 0, "usage": {},
-             "candidates": {"g0-c00": _timed("g0-c00", 2.0, "baseline"), "g0-c01": _timed("g0-c01", 1.0)}}
+    state = RunState(spec=SOFTMAX_H100, generation=0,
+                     candidates={"g0-c00": _timed("g0-c00", 2.0, "baseline"), "g0-c01": _timed("g0-c01", 1.0)})
     first = Runner(run, options).select(state)
     assert "stop_reason" not in first and first["generation"] == 1
-    state = {**state, **first, "candidates": {**state["candidates"], "g1-c00": _timed("g1-c00", 1.5)}}
+    state = state.model_copy(update={**first, "candidates": {**state.candidates, "g1-c00": _timed("g1-c00", 1.5)}})
 
     resumed = Runner(run, options)  # what `kgen resume` builds, from the checkpointed state
     second = resumed.select(state)
-    archive = second["archive"]["targets"]["h100"]
-    assert archive["seen"] == ["g0-c00", "g0-c01", "g1-c00"]
-    assert archive["plateau"] == 1 and [p["candidate"] for p in archive["progress"]] == ["g0-c00", "g0-c01"]
-    state = {**state, **second, "candidates": {**state["candidates"], "g2-c00": _timed("g2-c00", 1.2)}}
+    archive = second["archive"].targets["h100"]
+    assert archive.seen == ["g0-c00", "g0-c01", "g1-c00"]
+    assert archive.plateau == 1 and [p.candidate for p in archive.progress] == ["g0-c00", "g0-c01"]
+    state = state.model_copy(update={**second, "candidates": {**state.candidates, "g2-c00": _timed("g2-c00", 1.2)}})
     third = Runner(run, options).select(state)
     assert third["stop_reason"] == "no faster kernel in 2 generation(s) (plateau)"
     saved = json.loads(run.file("search.json").read_text())
@@ -211,11 +218,11 @@ def test_the_search_stops_at_the_asked_share_of_speed_of_light(tmp_path):
     run = RunDirectory(tmp_path)
     options = RunOptions(request="softmax", models=["openai:gpt-5"], budget=40, generations=8, device="cpu",
                          target_pct_of_sol=80)
-    near = {**_timed("g0-c01", 1.0), "pct_of_sol": 85.0}
-    state = {"spec": {"targets": ["h100"], "backend": "triton"}, "generation": 0, "usage": {},
-             "candidates": {"g0-c00": {**_timed("g0-c00", 2.0, "baseline"), "pct_of_sol": 40.0}}}
+    near = _timed("g0-c01", 1.0, pct_of_sol=85.0)
+    state = RunState(spec=SOFTMAX_H100, generation=0,
+                     candidates={"g0-c00": _timed("g0-c00", 2.0, "baseline", pct_of_sol=40.0)})
     assert "stop_reason" not in Runner(run, options).select(state)
-    state["candidates"]["g0-c01"] = near
+    state.candidates["g0-c01"] = near
     assert Runner(run, options).select(state)["stop_reason"] == "80% of speed-of-light reached"
 
 
