@@ -32,6 +32,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from kgen.errors import KgenUsageError
+
 RUN_FILE = "run.json"
 CHECKPOINTS = "checkpoints.sqlite"
 LOCK_FILE = "lock.json"
@@ -41,11 +43,11 @@ VERIFIERS_END_WAIT_S = 5.0
 TORN_LOCK_AGE_S = 2.0
 
 
-class RunNotFoundError(LookupError):
+class RunNotFoundError(KgenUsageError, LookupError):
     """A run id or path that names no run directory."""
 
 
-class RunInUseError(RuntimeError):
+class RunInUseError(KgenUsageError, RuntimeError):
     """Another kgen process (or the verifiers of one that was killed) is working on the run."""
 
 

@@ -1,9 +1,9 @@
 """Evaluate one candidate on one problem: the parent side of the sandbox.
 
 This is what `kgen eval` and the agent call. Usage mistakes (a missing file,
-an unknown problem or target, no GPU for ``--device cuda``) raise
-``UsageError`` before anything runs; everything the candidate does wrong
-ends as a rejected ``EvalResult``, never as an exception here.
+an unknown problem or target, no GPU for ``--device cuda``) raise a
+``KgenUsageError`` (``kgen.errors``) before anything runs; everything the candidate does
+wrong ends as a rejected ``EvalResult``, never as an exception here.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pydantic import BaseModel, Field
 import kgen
 from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.core.config import compiler_cache_dir
-from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
-from kgen.evals.problem.format import ProblemError, ProblemInfo, consistent_sizes, sizes_text
-from kgen.evals.problem.policies import PolicyError
+from kgen.errors import KgenUsageError
+from kgen.evals.problem.catalog import resolve_problem
+from kgen.evals.problem.format import ProblemInfo, consistent_sizes, sizes_text
 from kgen.evals.problem.size_sets import verification_size_plan
 from kgen.evals.result import (
     EvalResult,
@@ -43,10 +43,6 @@ from kgen.evals.verifier.child import (
     ChildReport,
     ChildRequest,
 )
-
-
-class UsageError(Exception):
-    """Bad input from the person or program calling kgen: exit code 2, nothing ran."""
 
 
 class EvalOptions(BaseModel):
@@ -93,38 +89,22 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA GPU is visible to torch on this machine")
+        raise KgenUsageError("--device cuda: no CUDA GPU is visible to torch on this machine")
     return device
 
 
 def _validate_targets(names: list[str]) -> list[str]:
-    from kgen.backends.targets import UnknownTargetError, resolve_target
+    from kgen.backends.targets import resolve_target
 
-    resolved = []
-    for name in names:
-        try:
-            resolved.append(resolve_target(name).name)
-        except UnknownTargetError as exc:
-            raise UsageError(str(exc.args[0] if exc.args else exc)) from exc
-    return resolved
+    return [resolve_target(name).name for name in names]
 
 
 def _validate_backend(name: str, targets: list[str]) -> None:
     """A backend kgen knows, whose toolchain is installed, and that compiles for the targets."""
-    from kgen.backends.registry import BackendUnavailableError, UnknownBackendError, require_usable
+    from kgen.backends.registry import require_usable
     from kgen.backends.targets import resolve_target
 
-    try:
-        require_usable(name, [resolve_target(t) for t in targets])
-    except (UnknownBackendError, BackendUnavailableError) as exc:
-        raise UsageError(str(exc.args[0] if exc.args else exc)) from exc
-
-
-def _resolve_problem(problem: str | Path) -> ProblemInfo:
-    try:
-        return resolve_problem(problem)
-    except (UnknownProblemError, ProblemError) as exc:
-        raise UsageError(str(exc.args[0] if exc.args else exc)) from exc
+    require_usable(name, [resolve_target(t) for t in targets])
 
 
 def evaluate(
@@ -140,19 +120,16 @@ def evaluate(
     options = options or EvalOptions()
     started = time.monotonic()
     install_signal_handlers()  # a script's Ctrl-C or SIGTERM ends the verifier child too
-    info = _resolve_problem(problem)
+    info = resolve_problem(problem)
     candidate_path = Path(candidate).expanduser()
     if not candidate_path.is_file():
-        raise UsageError(f"candidate file not found: {candidate}")
+        raise KgenUsageError(f"candidate file not found: {candidate}")
     targets = _validate_targets(options.targets)
     _validate_backend(options.backend, targets)
     also_compile_for = [t for t in _validate_targets(options.also_compile_for) if t not in targets]
     device = resolve_device(options.device)
     seeds = options.seeds or [secrets.randbelow(2**31 - 1) for _ in range(options.n_seeds)]
-    try:
-        policies = info.policies(options.precision, options.torch_ops)
-    except PolicyError as exc:
-        raise UsageError(str(exc)) from exc
+    policies = info.policies(options.precision, options.torch_ops)
 
     spec = _child_spec(options, device)
     spare = worker_pool.take(spec) if options.prestart else None

@@ -12,16 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from kgen.errors import KgenUsageError
+
 if TYPE_CHECKING:
     from kgen.agent.run_options import RunOptions
     from kgen.agent.runs.summary import RunSummary
     from kgen.core.option_table import Option
     from kgen.core.settings import Settings
     from kgen.evals.result import EvalResult
-
-
-class KgenUsageError(ValueError):
-    """Bad input: an unknown problem or target, an empty request, a missing key, a bad option."""
 
 
 def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
@@ -167,7 +165,7 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
     from pydantic import ValidationError
 
     from kgen.core.validation_errors import validation_message
-    from kgen.evals.harness import EvalOptions, UsageError
+    from kgen.evals.harness import EvalOptions
     from kgen.evals.harness import evaluate as run_evaluation
 
     unknown = sorted(set(options) - set(EvalOptions.model_fields))
@@ -178,5 +176,3 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
         return run_evaluation(problem, candidate, EvalOptions(**options))
     except ValidationError as exc:
         raise KgenUsageError(validation_message(exc)) from exc
-    except UsageError as exc:
-        raise KgenUsageError(str(exc)) from exc

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from kgen.agent.candidates import CandidateIdentity
 
+from kgen.errors import KgenError
 from kgen.evals.result import EvalResult, StageStatus
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import (
@@ -44,7 +45,7 @@ from kgen.knowledge_base.store import KnowledgeBase, where_equal
 DEFAULT_STEPPING_STONES = 5
 
 
-class NotVerifiedError(ValueError):
+class NotVerifiedError(KgenError, ValueError):
     """Only fully verified kernels enter the knowledge base."""
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from kgen.agent.llm.providers import Completion, LLMClient, ProviderError
 from kgen.agent.llm.usage import UsageLedger
+from kgen.errors import KgenError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -25,7 +26,7 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _MAX_ECHO = 4000
 
 
-class ReplyNotValid(ValueError):
+class ReplyNotValid(KgenError, ValueError):
     """The reply holds no JSON, or JSON that does not match the schema."""
 
 

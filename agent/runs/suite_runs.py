@@ -98,6 +98,7 @@ from kgen.agent.run_directory import (
 from kgen.agent.run_options import RunOptions
 from kgen.agent.runs.summary import RunSummary
 from kgen.agent.search.graph import Progress, RunError
+from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.suites.suite import (
     SuiteRow,
@@ -620,11 +621,11 @@ def _select(infos: Sequence[ProblemInfo], only: list[str] | None) -> list[Proble
 
 
 def _resolve_device(template: RunOptions) -> str:
-    from kgen.evals.harness import UsageError, resolve_device
+    from kgen.evals.harness import resolve_device
 
     try:
         return resolve_device(template.device)
-    except UsageError as exc:
+    except KgenUsageError as exc:
         raise SuiteError(str(exc)) from exc
 
 

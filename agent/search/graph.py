@@ -38,11 +38,12 @@ from kgen.agent.search.policy import (
     split_budget,
     stop_reason,
 )
+from kgen.errors import KgenUsageError
 
 Progress = Callable[[str], None]
 
 
-class RunError(Exception):
+class RunError(KgenUsageError):
     """A run that cannot go on for a reason the user can fix (bad request, key, server)."""
 
 
@@ -156,11 +157,11 @@ class Runner:
     @property
     def device(self) -> str:
         if self._device is None:
-            from kgen.evals.harness import UsageError, resolve_device
+            from kgen.evals.harness import resolve_device
 
             try:
                 self._device = resolve_device(self.options.device)
-            except UsageError as exc:
+            except KgenUsageError as exc:
                 raise RunError(str(exc)) from exc
         return self._device
 
@@ -461,7 +462,6 @@ class Runner:
         """Every pending candidate, as one batch (``evals/batch.py``: on a GPU verified in
         parallel, then timed one at a time); each result is saved the moment it is known."""
         from kgen.evals.batch import evaluate_batch
-        from kgen.evals.harness import UsageError
 
         updates: dict[str, dict] = {}
         pending = sorted((r for r in self.records(state) if r.status == "pending"), key=lambda r: r.id)
@@ -491,7 +491,7 @@ class Runner:
                                self.eval_options(state, target, full=self.device == "cpu"),
                                on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
                                stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
-            except UsageError as exc:
+            except KgenUsageError as exc:
                 raise RunError(str(exc)) from exc
         if left := sum(1 for r in todo if r.id not in results):
             self.say(f"time limit reached: {left} candidate(s) not evaluated")

@@ -34,6 +34,7 @@ from kgen.backends.registry import (
     known_backends,
 )
 from kgen.backends.targets import DEFAULT_TARGET, UnknownTargetError, all_targets, resolve_target
+from kgen.errors import KgenUsageError
 from kgen.evals.problem.catalog import catalog, nearest_names, normalise_name
 from kgen.evals.problem.format import ProblemError, ProblemInfo, read_problem
 
@@ -44,7 +45,7 @@ Direction = Literal["forward", "backward"]
 JsonCompleter = Callable[[str, str, type[BaseModel]], Any]
 
 
-class SpecError(ValueError):
+class SpecError(KgenUsageError):
     """A request kgen cannot turn into a spec; the message is one line a user can act on."""
 
 

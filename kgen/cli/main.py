@@ -16,17 +16,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kgen.backends.registry import (
-    DEFAULT_BACKEND,
-    UnknownBackendError,
-    backend_info,
-    known_backends,
-)
+from kgen.backends.registry import DEFAULT_BACKEND, backend_info, known_backends
 from kgen.cli.kb import kb_app
 from kgen.cli.report import report_command
 from kgen.cli.run import resume_command, run_command, runs_command
 from kgen.cli.solve import solve_command
 from kgen.cli.terminal import console, err_console, fail_usage, print_error
+from kgen.errors import KgenUsageError
 
 #: the registered backends, for option help
 BACKEND_NAMES = ", ".join(known_backends())
@@ -89,13 +85,12 @@ def problems_show(
     """Show one problem: metadata, size sets, byte/FLOP model and source."""
     from rich.syntax import Syntax
 
-    from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
-    from kgen.evals.problem.format import ProblemError
+    from kgen.evals.problem.catalog import resolve_problem
 
     try:
         info = resolve_problem(name)
-    except (UnknownProblemError, ProblemError) as exc:
-        fail_usage(str(exc.args[0] if exc.args else exc))
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
     rows = [
         ("name", info.name),
         ("path", str(info.path)),
@@ -118,8 +113,8 @@ def problems_show(
 
         try:
             plans = {device: verification_size_plan(info, device) for device in ("cpu", "cuda")}
-        except ProblemError as exc:
-            fail_usage(str(exc.args[0] if exc.args else exc))
+        except KgenUsageError as exc:
+            fail_usage(exc.message)
         console.print(size_table(info, plans))
     if source:
         console.print(Syntax(info.path.read_text(), "python", line_numbers=False))
@@ -203,7 +198,7 @@ def eval_command(
     (kgen could not judge it here, e.g. the CPU interpreter cannot run what the kernel uses).
     """
     from kgen.cli.display import print_eval_result
-    from kgen.evals.harness import EvalOptions, UsageError, evaluate
+    from kgen.evals.harness import EvalOptions, evaluate
 
     if device not in ("auto", "cpu", "cuda"):
         fail_usage(f"--device must be auto, cpu or cuda, not '{device}'")
@@ -216,10 +211,10 @@ def eval_command(
         progress = None if json_output else (
             lambda line: err_console.print(f"[dim]{escape(line)} …[/]", highlight=False, soft_wrap=True))
         result = evaluate(problem, candidate, options, progress=progress)
-    except UsageError as exc:
+    except KgenUsageError as exc:
         if json_output:
-            print(_usage_json(str(exc)))
-        fail_usage(str(exc))
+            print(_usage_json(exc.message))
+        fail_usage(exc.message)
     if json_output:
         print(result.model_dump_json(indent=2))
     else:
@@ -272,9 +267,8 @@ def bench_command(
     import datetime
     import shlex
 
-    from kgen.evals.harness import EvalOptions, UsageError, evaluate, resolve_device
-    from kgen.evals.problem.format import ProblemError
-    from kgen.evals.problem.policies import PolicyError, parse_precision, parse_torch_ops
+    from kgen.evals.harness import EvalOptions, evaluate, resolve_device
+    from kgen.evals.problem.policies import parse_precision, parse_torch_ops
     from kgen.evals.suites.suite import (
         discover_suite,
         find_candidate,
@@ -290,24 +284,26 @@ def bench_command(
         fail_usage(f"suite folder not found: {suite}")
     try:
         info = backend_info(backend)
-    except UnknownBackendError as exc:
-        fail_usage(str(exc.args[0] if exc.args else exc))
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
     candidates = candidates or SEED_KERNELS_DIR / info.name
     if not candidates.is_dir():
         fail_usage(f"candidates folder not found: {candidates}")
     try:
         resolved = resolve_device(device)
         infos = discover_suite(suite)
-    except (UsageError, ProblemError, FileNotFoundError) as exc:
-        fail_usage(str(exc.args[0] if exc.args else exc))
+    except KgenUsageError as exc:  # no GPU for --device cuda, a problem file kgen cannot read
+        fail_usage(exc.message)
+    except FileNotFoundError as exc:
+        fail_usage(str(exc))
     if not infos:
         fail_usage(f"no problem files in {suite}")
     try:
         for value, parse in ((precision, parse_precision), (torch_ops, parse_torch_ops)):
             if value is not None:
                 parse(value)
-    except PolicyError as exc:
-        fail_usage(str(exc))
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
     if resolved != "cuda":
         how = f"{info.label} interpreter" if info.runs_on_cpu else f"{info.label} kernels compiled, not run"
         err_console.print(f"timings need a GPU: running verification only ({how})", highlight=False)
@@ -360,12 +356,12 @@ def doctor_command(
     Exit status: 0; 1 when a configured model cannot be used (malformed, no key, unreachable, key rejected, model not served); 2 for a broken configuration.
     """
     from kgen.cli.doctor import collect_diagnosis, exit_status, render_diagnosis
-    from kgen.core.settings import SettingsError, load_settings
+    from kgen.core.settings import load_settings
 
     try:
         settings = load_settings()
-    except SettingsError as exc:
-        fail_usage(str(exc))
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
     diagnosis = collect_diagnosis(settings, offline=offline)
     if json_output:
         print(diagnosis.model_dump_json(indent=2))
@@ -389,7 +385,6 @@ def config_command(
     from rich.text import Text
 
     from kgen.core.settings import (
-        SettingsError,
         config_file_path,
         default_config_text,
         describe_settings,
@@ -406,8 +401,8 @@ def config_command(
         return
     try:
         settings = load_settings()
-    except SettingsError as exc:
-        fail_usage(str(exc))
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("option", "value", "source"):
         table.add_column(column, overflow="fold")

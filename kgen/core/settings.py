@@ -32,6 +32,7 @@ from kgen.core.option_table import (
     render_default_config,
 )
 from kgen.core.validation_errors import error_message
+from kgen.errors import KgenUsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,7 +43,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 CONFIG_ENV = "KGEN_CONFIG"
 
 
-class SettingsError(ValueError):
+class SettingsError(KgenUsageError):
     """A config file, environment variable or argument kgen cannot use; the message is one line."""
 
 
