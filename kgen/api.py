@@ -37,7 +37,7 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
 
     from kgen.agent.run_options import RunOptions
     from kgen.core.option_table import OPTIONS, RUN_OPTION_NAMES
-    from kgen.core.settings import SettingsError, load_settings
+    from kgen.core.settings import load_settings
     from kgen.core.validation_errors import validation_message
 
     chosen = {**(choices or {}), **more}
@@ -46,11 +46,8 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
         near = difflib.get_close_matches(unknown[0], RUN_OPTION_NAMES, n=1)
         raise KgenUsageError(f"unknown option(s) {', '.join(unknown)}"
                              + (f" (did you mean {near[0]!r}?)" if near else ""))
-    try:
-        settings = load_settings({o.name: chosen.get(o.name) for o in OPTIONS
-                                  if o.is_setting and o.run is not None})
-    except SettingsError as exc:
-        raise KgenUsageError(str(exc)) from exc
+    settings = load_settings({o.name: chosen.get(o.name) for o in OPTIONS
+                              if o.is_setting and o.run is not None})
     problem = chosen.get("problem")
     if problem is not None and not Path(problem).expanduser().is_file():
         raise KgenUsageError(f"problem file not found: {problem}")
@@ -103,7 +100,6 @@ def generate(request: str, **options: Any) -> RunSummary:
     fastest per target. An unknown option is a ``KgenUsageError``.
     """
     from kgen.agent.runs.start import start_run
-    from kgen.agent.search.graph import RunError
 
     progress: Callable[[str], None] | None = options.pop("progress", None)
     run, settings = run_options(request, options)
@@ -112,7 +108,7 @@ def generate(request: str, **options: Any) -> RunSummary:
         return start_run(run, runs_dir=settings.runs_location,
                          out=Path(out) if out is not None else None, progress=progress,
                          api_keys=api_keys(settings))
-    except (RunError, FileExistsError) as exc:
+    except FileExistsError as exc:
         raise KgenUsageError(str(exc)) from exc
 
 

@@ -107,7 +107,7 @@ def usable_backend(backend: str, targets: list[str]) -> dict:
         hardware = list({resolve_target(t).name: resolve_target(t) for t in targets}.values())
         name = require_usable(backend, hardware)
     except (UnknownBackendError, BackendUnavailableError, UnknownTargetError) as exc:
-        raise RunError(str(exc.args[0] if exc.args else exc)) from exc
+        raise RunError(exc.message) from exc
     resolved = [t.name for t in hardware]
     return {"backend": name, "targets": resolved}
 

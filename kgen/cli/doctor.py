@@ -468,7 +468,7 @@ def _check_setup(settings: Settings, d: Diagnosis) -> None:
     try:
         missing = missing_requirement(settings.backend)
     except UnknownBackendError as exc:
-        missing = str(exc.args[0] if exc.args else exc)
+        missing = exc.message
     if missing is not None:
         d.issues.append(missing)
     elif _backend_info(settings.backend) is not None:

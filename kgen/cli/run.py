@@ -19,17 +19,18 @@ from rich.markup import escape
 
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.option_table import OPTIONS, Option
+from kgen.errors import KgenUsageError
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 def _settings(overrides: dict):
-    from kgen.core.settings import SettingsError, load_settings
+    from kgen.core.settings import load_settings
 
     try:
         return load_settings(overrides)
-    except SettingsError as exc:
-        fail_usage(str(exc))
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
 
 
 class LiveProgress:
@@ -72,13 +73,12 @@ def _report(summary, json_output: bool) -> None:
 
 
 def _run(start) -> None:
-    from kgen.agent.run_directory import RunInUseError, RunNotFoundError
-    from kgen.agent.search.graph import RunError
-
     try:
         with LiveProgress() as progress:
             summary = start(progress)
-    except (RunError, RunNotFoundError, RunInUseError, FileExistsError) as exc:
+    except KgenUsageError as exc:  # a bad request, key or server; no such run; a run in use
+        fail_usage(exc.message)
+    except FileExistsError as exc:
         fail_usage(str(exc))
     except KeyboardInterrupt:
         # the run said how to continue; the CLI framework would turn this into "Aborted!"
@@ -146,12 +146,12 @@ def run_command(
     Example: kgen "layernorm fwd bf16 for H100 and MI300X" -m openai:gpt-5 --budget 16
     """
     from kgen.agent.runs.start import start_run
-    from kgen.api import KgenUsageError, api_keys, run_options
+    from kgen.api import api_keys, run_options
 
     try:
         run, settings = run_options(request, options)
     except KgenUsageError as exc:
-        fail_usage(str(exc))
+        fail_usage(exc.message)
     summary = _run(lambda progress: start_run(run, runs_dir=settings.runs_location, out=options.get("out"),
                                               progress=progress, api_keys=api_keys(settings)))
     _report(summary, json_output)

@@ -68,14 +68,11 @@ class _SettingsRules(BaseModel):
     @field_validator("targets", check_fields=False)
     @classmethod
     def _known_targets(cls, value: list[str]) -> list[str]:
-        from kgen.backends.targets import UnknownTargetError, resolve_target
+        from kgen.backends.targets import resolve_target
 
         names: list[str] = []
         for name in value:
-            try:
-                canonical = resolve_target(name).name
-            except UnknownTargetError as exc:
-                raise ValueError(str(exc.args[0] if exc.args else exc)) from exc
+            canonical = resolve_target(name).name  # an unknown name is a ValueError pydantic reports
             if canonical not in names:
                 names.append(canonical)
         return names
