@@ -17,9 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-import kgen
 from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.core.config import compiler_cache_dir
+from kgen.core.version import __version__
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import ProblemInfo, consistent_sizes, sizes_text
@@ -208,7 +208,7 @@ def evaluate(
         train_check=report.train_check,
         bench=report.bench,
         memory=report.memory,
-        kgen_version=kgen.__version__,
+        kgen_version=__version__,
         policies=policies,
         prestarted=outcome.prestarted,
     )

@@ -8,13 +8,7 @@ a ``kgen.KgenError``. Heavy imports (torch, triton, the LLM SDKs) stay lazy so
 `kgen --help` and listing commands are quick.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("kgen")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+source"
-
+from kgen.core.version import __version__
 from kgen.errors import KgenError, KgenUsageError
 
 __all__ = ["KgenError", "KgenUsageError", "__version__", "evaluate", "generate"]

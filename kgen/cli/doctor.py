@@ -287,9 +287,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _kgen_version() -> str:
-    import kgen
+    from kgen.core.version import __version__
 
-    return kgen.__version__
+    return __version__
 
 
 def _package_version(name: str) -> str | None:
