@@ -19,7 +19,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kgen.cli.run import LiveProgress, with_run_options
+from kgen.cli.option_flags import with_run_options
+from kgen.cli.run import LiveProgress
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.errors import KgenUsageError
 

@@ -9,7 +9,7 @@ config file. Everything else is computed from this table, never listed by hand:
 - the fields of ``kgen.core.settings.Settings`` (config file, ``KGEN_*`` variables),
 - the fields of ``kgen.agent.run_options.RunOptions`` (what ``run.json`` keeps),
 - the flags of `kgen run`, and of any command that takes a run's options
-  (``kgen.cli.run.with_run_options``),
+  (``kgen.cli.option_flags.with_run_options``),
 - the signature of ``kgen.generate``,
 - the shipped default config file (``render_default_config``).
 

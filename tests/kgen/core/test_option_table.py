@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 import kgen
 import kgen.api
+import kgen.cli.option_flags
 import kgen.cli.run
 import kgen.core.option_table
 from kgen.agent.run_options import RunOptions
@@ -168,7 +169,7 @@ def test_an_added_entry_appears_everywhere_without_another_edit():
 
     assert "# mutation_rate = 0.25" in render_default_config(table)
     assert "KGEN_MUTATION_RATE" in render_default_config(table)
-    parameters = {p.name: p for p in kgen.cli.run.run_option_parameters(options=table)}
+    parameters = {p.name: p for p in kgen.cli.option_flags.run_option_parameters(options=table)}
     assert parameters["mutation_rate"].default is None
     signature = kgen.api._generate_signature(table)
     assert signature.parameters["mutation_rate"].default is None
@@ -177,7 +178,7 @@ def test_an_added_entry_appears_everywhere_without_another_edit():
     def command(**options: Any) -> dict[str, Any]:
         return options
 
-    command.__signature__ = inspect.Signature(kgen.cli.run.run_option_parameters(options=table))
+    command.__signature__ = inspect.Signature(kgen.cli.option_flags.run_option_parameters(options=table))
     app = typer.Typer()
     app.command()(command)
     result = CliRunner().invoke(app, ["--mutation-rate", "0.5", "--budget", "4"], standalone_mode=False)
@@ -195,7 +196,7 @@ def test_an_added_entry_appears_everywhere_without_another_edit():
 def test_another_command_takes_the_same_run_options():
     """`kgen solve SUITE_DIR` style: its own argument and options, and every run option's flag."""
 
-    @kgen.cli.run.with_run_options(exclude={"problem"})
+    @kgen.cli.option_flags.with_run_options(exclude={"problem"})
     def solve(suite: Annotated[str, typer.Argument()], *,
               json_output: Annotated[bool, typer.Option("--json")] = False, **options: Any) -> Any:
         return suite, json_output, options
@@ -212,7 +213,8 @@ def test_another_command_takes_the_same_run_options():
     assert options["budget"] is None and options["persist"] is True
 
 
-@pytest.mark.parametrize("module", ["kgen.api", "kgen.cli.run", "kgen.core.settings", "kgen.agent.run_options"])
+@pytest.mark.parametrize("module", ["kgen.api", "kgen.cli.run", "kgen.cli.option_flags", "kgen.core.settings",
+                                    "kgen.agent.run_options"])
 def test_no_module_lists_the_options_by_hand(module):
     source = inspect.getsource(sys.modules[module])
     for name in (*NEW, "--islands", "--plateau", "--stop-at-sol", "llm_retries"):
