@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.core.config import compiler_cache_dir
+from kgen.core.option_table import evaluation_field
 from kgen.core.version import __version__
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.catalog import resolve_problem
@@ -46,25 +46,29 @@ from kgen.evals.verifier.child import (
 
 
 class EvalOptions(BaseModel):
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    backend: str = DEFAULT_BACKEND
-    targets: list[str] = Field(default_factory=list)
+    """How one candidate is evaluated. The options a person sets (`kgen eval` and `kgen bench`
+    flags, ``kgen.evaluate`` keywords, a run's settings) take their defaults and bounds from
+    ``kgen.core.option_table`` (``evaluation_field``); the others are the callers' own."""
+
+    device: Literal["auto", "cpu", "cuda"] = evaluation_field("device")
+    backend: str = evaluation_field("backend")
+    targets: list[str] = evaluation_field("targets")
     #: targets compiled for as well, whose failure is recorded (``EvalResult.compiles_for``) and
     #: is no rejection: a search for several GPUs makes a kernel for one and learns which others
     #: it fits; ``targets`` are the ones the verdict stands for
     also_compile_for: list[str] = Field(default_factory=list)
     #: fixed seeds for reproducing a failure; by default every run draws fresh ones
-    seeds: list[int] | None = None
-    n_seeds: int = Field(default=3, ge=1)
-    timeout_s: float = Field(default=300.0, gt=0)
+    seeds: list[int] | None = evaluation_field("seeds")
+    n_seeds: int = evaluation_field("n_seeds")
+    timeout_s: float = evaluation_field("timeout_s")
     #: verify at the problem's small (CPU) size plan even on a GPU: quick checks, red-team runs
-    small_sizes: bool = False
+    small_sizes: bool = evaluation_field("small_sizes")
     #: run the input distributions beyond "normal" (precision probes, magnitudes, skewed ids)
-    distributions: bool = True
+    distributions: bool = evaluation_field("distributions")
     #: train a small model with the candidate's gradient (backward problems)
-    train_check: bool = False
+    train_check: bool = evaluation_field("train_check")
     #: after verification, time the candidate, eager and torch.compile at the default sizes (GPU)
-    bench: bool = False
+    bench: bool = evaluation_field("bench")
     keep_workdir: bool = False
     #: keep a verifier started ahead for the next evaluation (``worker_pool.py``): for callers
     #: that evaluate one candidate after another (the agent, ``kgen bench``)
@@ -73,8 +77,8 @@ class EvalOptions(BaseModel):
     #: verified (``evals/batch.py``); needs ``bench``
     timing_only: bool = False
     #: policy overrides (``evals/problem/policies.py``); None: the problem's declaration, else the default
-    precision: str | None = None
-    torch_ops: str | None = None
+    precision: str | None = evaluation_field("precision")
+    torch_ops: str | None = evaluation_field("torch_ops")
     #: harness self-test (``evals/suites/self_test.py``): the candidate is the problem's reference, and
     #: the rules that demand a kernel are off; every correctness check still runs
     reference_self_test: bool = False

@@ -148,6 +148,25 @@ def _options_doc() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _evaluate_options_doc() -> str:
+    """One line per option of one evaluation for ``help(kgen.evaluate)``, from the same table:
+    what its `kgen eval` flag says, and its default."""
+    import textwrap
+
+    from kgen.core.evaluation_flags import EVAL_FLAGS
+    from kgen.core.option_table import EVAL_OPTION_NAMES, eval_option
+
+    helps = {flag.name: flag.help_text() for flag in EVAL_FLAGS}
+    lines = ["", "    Options:"]
+    for name in EVAL_OPTION_NAMES:
+        text, default = helps[name], eval_option(name).default
+        if "Default:" not in text and default is not None:
+            text += f" Default: {default!r}."
+        lines.append(textwrap.fill(f"{name}: {text}", width=92, initial_indent=" " * 8,
+                                   subsequent_indent=" " * 12))
+    return "\n".join(lines) + "\n"
+
+
 generate.__signature__ = _generate_signature()  # type: ignore[attr-defined]
 generate.__doc__ = (generate.__doc__ or "") + _options_doc()
 
@@ -155,8 +174,9 @@ generate.__doc__ = (generate.__doc__ or "") + _options_doc()
 def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> EvalResult:
     """Verify (and on a GPU with ``bench=True``, time) one candidate file against a problem.
 
-    ``options`` are :class:`kgen.evals.harness.EvalOptions` fields: device, targets, seeds,
-    n_seeds, timeout_s, small_sizes, distributions, train_check, bench.
+    ``options`` are :class:`kgen.evals.harness.EvalOptions` fields, each keyword-only; those
+    listed below are a person's (`kgen eval`'s flags), the others serve kgen's own callers.
+    An unknown option is a ``KgenUsageError``.
     """
     from pydantic import ValidationError
 
@@ -172,3 +192,6 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
         return run_evaluation(problem, candidate, EvalOptions(**options))
     except ValidationError as exc:
         raise KgenUsageError(validation_message(exc)) from exc
+
+
+evaluate.__doc__ = (evaluate.__doc__ or "") + _evaluate_options_doc()

@@ -26,9 +26,11 @@ import kgen.core.option_table
 from kgen.agent.run_options import RunOptions
 from kgen.api import run_options
 from kgen.core.option_table import (
+    EVAL_OPTION_NAMES,
     OPTIONS,
     RUN_OPTION_NAMES,
     Option,
+    eval_option,
     option,
     render_default_config,
     toml_value,
@@ -319,3 +321,42 @@ def test_the_shipped_file_is_written_and_checked_by_python_m(tmp_path, monkeypat
 def test_replacing_an_entry_changes_its_rendering():
     changed = tuple(replace(o, default=20) if o.name == "budget" else o for o in OPTIONS)
     assert "# budget = 20" in render_default_config(changed)
+
+
+# -- one evaluation's options: EvalOptions, the policies of a run --------------------------------
+
+
+def test_eval_options_take_their_defaults_and_bounds_from_the_table():
+    from kgen.evals.harness import EvalOptions
+
+    defaults = EvalOptions()
+    for name in EVAL_OPTION_NAMES:
+        entry, field = eval_option(name), EvalOptions.model_fields[name]
+        assert getattr(defaults, name) == entry.default, name
+        bounds = {type(m).__name__.lower(): getattr(m, type(m).__name__.lower()) for m in field.metadata}
+        assert bounds == {k: v for k, v in (("ge", entry.ge), ("gt", entry.gt), ("le", entry.le)) if v is not None}
+    assert eval_option("timeout_s") is option("eval_timeout_s")
+
+
+def test_an_evaluations_own_options_are_no_setting_and_no_run_option():
+    from kgen.evals.harness import EvalOptions
+
+    for entry in OPTIONS:
+        if entry.scope == "evaluation":
+            assert entry.eval_field == entry.name and entry.run is None and not entry.flags, entry.name
+        if entry.eval_field:
+            assert entry.eval_field in EvalOptions.model_fields, entry.name
+    assert {"seeds", "n_seeds", "small_sizes", "distributions", "bench"} <= {
+        o.name for o in OPTIONS if o.scope == "evaluation"}
+    assert not {"seeds", "n_seeds", "small_sizes"} & (set(SETTING_NAMES) | set(RUN_OPTION_NAMES))
+
+
+def test_the_policy_names_are_the_verifiers():
+    from typing import get_args
+
+    from kgen.core.option_table import PRECISIONS, TORCH_OPS
+    from kgen.evals.problem.policies import Precision, TorchOps
+
+    assert PRECISIONS == tuple(p.value for p in Precision)
+    assert TORCH_OPS == tuple(t.value for t in TorchOps)
+    assert set(get_args(option("precision").annotation)[0].__args__) == set(PRECISIONS)
