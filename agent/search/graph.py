@@ -113,10 +113,12 @@ def usable_backend(backend: str, targets: list[str]) -> dict:
 
 
 def agent_eval_options(device: str, backend: str, target: str, *, full: bool, train_check: bool,
-                       timeout_s: float, run_path: Path):
+                       timeout_s: float, run_path: Path, precision: str | None = None,
+                       torch_ops: str | None = None):
     """How the agent evaluates a candidate: on a GPU, candidates are screened at the small size
     plan and timed, and the winner is then verified at full sizes; on a CPU both plans are the
-    small one. ``scripts/eval_throughput.py`` measures exactly these options."""
+    small one. The run's policies (precision, torch ops; None: each problem's own) judge every
+    candidate. ``scripts/eval_throughput.py`` measures exactly these options."""
     from kgen.evals.harness import EvalOptions
 
     return EvalOptions(
@@ -128,6 +130,8 @@ def agent_eval_options(device: str, backend: str, target: str, *, full: bool, tr
         bench=device == "cuda",
         train_check=train_check and full,
         timeout_s=timeout_s,
+        precision=precision,
+        torch_ops=torch_ops,
         baseline_cache_dir=str(run_path / "baselines"),
         prestart=True,  # candidates are evaluated one after another: keep a verifier warm
     )
@@ -445,6 +449,7 @@ class Runner:
         options = agent_eval_options(
             self.device, state["spec"]["backend"], target, full=full, train_check=self.options.train_check,
             timeout_s=self.options.eval_timeout_s, run_path=self.run.path,
+            precision=self.options.precision, torch_ops=self.options.torch_ops,
         )
         # every candidate is cross-compiled for every target of the run: one made for H100 may
         # serve MI300X too (its archive takes it if it compiles there; timed only where present)

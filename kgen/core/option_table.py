@@ -164,7 +164,8 @@ MODELS, WHAT, SEARCH, EVALUATION, STORAGE = (
 #: the verifier's policies (``kgen.evals.problem.policies``) by the names a person types
 PRECISIONS = ("ieee", "tf32")
 TORCH_OPS = ("strict", "library")
-#: what each policy means, and where it comes from when not set
+#: what each policy means, and where it comes from when not set: shared by the help of `kgen run`
+#: and of `kgen eval` / `kgen bench` (``kgen.core.evaluation_flags``)
 PRECISION_HELP = ("Precision policy: ieee (fp32 problems are IEEE fp32) or tf32 (TF32 matrix products "
                   "admitted, with their own tolerance).")
 PRECISION_DEFAULT = "the problem's KGEN_PRECISION, else ieee."
@@ -348,6 +349,29 @@ candidate's gradient and compare the loss curve with the reference's. Catches
 gradients that pass numeric checks and still break training; costs minutes.""",
     ),
     Option(
+        name="precision", annotation=Literal[PRECISIONS] | None, default=None, section=EVALUATION,
+        expected=f"one of {', '.join(PRECISIONS)}", example='"tf32"', flags=("--precision",),
+        eval_field="precision",
+        help=f"{PRECISION_HELP} Default: precision as configured, else {PRECISION_DEFAULT}",
+        doc="""\
+The verifier's policies for every evaluation of a run. A problem file may declare its
+own (its KGEN_PRECISION and KGEN_TORCH_OPS constants); a value here overrides it.
+precision: "ieee" judges an fp32 problem as IEEE fp32 (a matrix product that rounds its
+inputs to TF32 fails, and is named so); "tf32" admits TF32 matrix products, with their
+own tolerance. Default: the problem's declaration, else "ieee".""",
+    ),
+    Option(
+        name="torch_ops", annotation=Literal[TORCH_OPS] | None, default=None, section=EVALUATION,
+        expected=f"one of {', '.join(TORCH_OPS)}", example='"library"', flags=("--torch-ops",),
+        eval_field="torch_ops",
+        help=f"{TORCH_OPS_HELP} Default: torch_ops as configured, else {TORCH_OPS_DEFAULT}",
+        doc="""\
+torch_ops: "strict" wants every compute op in the candidate's own kernels; "library"
+allows torch's matrix-multiply, convolution and attention calls (cuBLAS, cuDNN, flash
+attention) and wants the rest in kernels. Default: the problem's declaration, else
+"library" for a plain KernelBench file and "strict" for kgen's catalog.""",
+    ),
+    Option(
         name="executor", annotation=Literal["local", "ray"], default="local", section=EVALUATION,
         expected="one of local, ray", run=None,
         doc="""\
@@ -378,16 +402,6 @@ Where candidates are evaluated: "local" (child processes on this machine) or
         name="bench", annotation=bool, default=False, section=EVALUATION, scope="evaluation",
         run=None, eval_field="bench", expected="true or false",
         help="After verification, time it against eager and torch.compile (GPU).",
-    ),
-    Option(
-        name="precision", annotation=Literal[PRECISIONS] | None, default=None, section=EVALUATION,
-        scope="evaluation", run=None, eval_field="precision", expected=f"one of {', '.join(PRECISIONS)}",
-        help=f"{PRECISION_HELP} Default: {PRECISION_DEFAULT}",
-    ),
-    Option(
-        name="torch_ops", annotation=Literal[TORCH_OPS] | None, default=None, section=EVALUATION,
-        scope="evaluation", run=None, eval_field="torch_ops", expected=f"one of {', '.join(TORCH_OPS)}",
-        help=f"{TORCH_OPS_HELP} Default: {TORCH_OPS_DEFAULT}",
     ),
     Option(
         name="kb", annotation=NonEmpty | None, default=None, section=STORAGE, run="resolved",

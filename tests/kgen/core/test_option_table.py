@@ -360,3 +360,39 @@ def test_the_policy_names_are_the_verifiers():
     assert PRECISIONS == tuple(p.value for p in Precision)
     assert TORCH_OPS == tuple(t.value for t in TorchOps)
     assert set(get_args(option("precision").annotation)[0].__args__) == set(PRECISIONS)
+
+
+def test_precision_and_torch_ops_are_options_of_a_run(home, captured, monkeypatch):
+    kgen_run("--precision", "tf32", "--torch-ops", "library")
+    assert (captured["options"].precision, captured["options"].torch_ops) == ("tf32", "library")
+    (home / "config.toml").write_text('torch_ops = "library"\n')
+    monkeypatch.setenv("KGEN_PRECISION", "tf32")
+    run, _ = run_options("softmax", {})
+    assert (run.precision, run.torch_ops) == ("tf32", "library")
+    assert RunOptions(request="softmax").precision is None  # an old run.json: each problem's own
+    assert "precision" in inspect.signature(kgen.generate).parameters
+    assert "# precision = " in render_default_config() and "# torch_ops = " in render_default_config()
+
+
+def test_the_agent_evaluates_with_the_runs_policies(tmp_path):
+    from kgen.agent.search.graph import agent_eval_options
+
+    options = agent_eval_options("cpu", "triton", "h100", full=True, train_check=False, timeout_s=60,
+                                 run_path=tmp_path, precision="tf32", torch_ops="library")
+    assert (options.precision, options.torch_ops) == ("tf32", "library")
+    assert agent_eval_options("cpu", "triton", "h100", full=True, train_check=False, timeout_s=60,
+                              run_path=tmp_path).precision is None
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--precision", "half"], "precision: expected one of ieee, tf32, got 'half'"),
+    (["--torch-ops", "lenient"], "torch_ops: expected one of strict, library, got 'lenient'"),
+])
+def test_a_bad_policy_for_a_run_is_one_line_exit_2(home, captured, args, message):
+    from kgen.cli.main import app
+
+    result = CliRunner().invoke(app, ["run", "Triton softmax", *args])
+    assert result.exit_code == 2 and "options" not in captured
+    assert [line for line in result.output.splitlines() if line.strip()] == [f"error: {message}"]
+    with pytest.raises(kgen.KgenUsageError, match=re.escape(message)):
+        kgen.generate("Triton softmax", **{args[0].lstrip("-").replace("-", "_"): args[1]})
