@@ -27,7 +27,7 @@ DEVICES: tuple[str, ...] = get_args(option("device").annotation)
 
 
 def check_device(device: str) -> None:
-    """`--device` is typed as text (typer knows no Literal): one of ``DEVICES``, or bad usage."""
+    """`--device` arrives as text: one of ``DEVICES``, or bad usage (one line, exit 2)."""
     if device not in DEVICES:
         fail_usage(f"--device must be {', '.join(DEVICES[:-1])} or {DEVICES[-1]}, not '{device}'")
 
