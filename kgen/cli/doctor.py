@@ -384,6 +384,10 @@ def _plan(settings: Settings, d: Diagnosis) -> list[str]:
     lines.append("limits: " + ", ".join(limits))
     if settings.train_check:
         lines.append("backward kernels also pass a training check (a small model, candidate vs reference)")
+    if settings.precision or settings.torch_ops:
+        own = "as each problem declares"
+        lines.append(f"every candidate is judged under precision {settings.precision or own}, "
+                     f"torch ops {settings.torch_ops or own}")
     lines.append(f"evaluations run {'(executor ray: not available in this version)' if settings.executor == 'ray' else 'on this machine'}; "
                  f"runs saved under {settings.runs_location}")
     kb = d.knowledge_base
