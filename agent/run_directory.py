@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 if TYPE_CHECKING:
     from kgen.evals.result import EvalResult
+from kgen.errors import KgenUsageError
 
 RUN_FILE = "run.json"
 CHECKPOINTS = "checkpoints.sqlite"
@@ -45,11 +46,11 @@ VERIFIERS_END_WAIT_S = 5.0
 TORN_LOCK_AGE_S = 2.0
 
 
-class RunNotFoundError(LookupError):
+class RunNotFoundError(KgenUsageError, LookupError):
     """A run id or path that names no run directory."""
 
 
-class RunInUseError(RuntimeError):
+class RunInUseError(KgenUsageError, RuntimeError):
     """Another kgen process (or the verifiers of one that was killed) is working on the run."""
 
 

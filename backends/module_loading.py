@@ -12,8 +12,10 @@ import sys
 import types
 from pathlib import Path
 
+from kgen.errors import KgenError
 
-class CandidateLoadError(Exception):
+
+class CandidateLoadError(KgenError):
     """A candidate file that does not import: syntax error, import error, exception at import."""
 
 

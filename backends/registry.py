@@ -17,13 +17,14 @@ from pydantic import BaseModel, ConfigDict
 
 from kgen.backends.base import Backend
 from kgen.backends.targets import HardwareTarget, all_targets
+from kgen.errors import KgenUsageError
 
 
-class UnknownBackendError(LookupError):
+class UnknownBackendError(KgenUsageError, LookupError):
     """A backend name kgen does not know."""
 
 
-class BackendUnavailableError(RuntimeError):
+class BackendUnavailableError(KgenUsageError, RuntimeError):
     """A known backend that cannot be used here: its toolchain is not installed, or it does
     not compile for a target asked for."""
 

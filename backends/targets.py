@@ -42,12 +42,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgen.errors import KgenUsageError
+
 #: The target a run, a prompt or ``kgen doctor`` assumes when nothing names one and no GPU
 #: is present: the one place that default is written.
 DEFAULT_TARGET = "h100"
 
 
-class UnknownTargetError(LookupError):
+class UnknownTargetError(KgenUsageError, LookupError):
     """A target name that matches no known hardware target."""
 
 

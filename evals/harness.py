@@ -1,9 +1,9 @@
 """Evaluate one candidate on one problem: the parent side of the sandbox.
 
 This is what `kgen eval` and the agent call. Usage mistakes (a missing file,
-an unknown problem or target, no GPU for ``--device cuda``) raise
-``UsageError`` before anything runs; everything the candidate does wrong
-ends as a rejected ``EvalResult``, never as an exception here.
+an unknown problem or target, no GPU for ``--device cuda``) raise a
+``KgenUsageError`` (``kgen.errors``) before anything runs; everything the candidate does
+wrong ends as a rejected ``EvalResult``, never as an exception here.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-import kgen
-from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.core.config import compiler_cache_dir
-from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
-from kgen.evals.problem.format import ProblemError, ProblemInfo, consistent_sizes, sizes_text
-from kgen.evals.problem.policies import PolicyError
+from kgen.core.option_table import evaluation_field
+from kgen.core.version import __version__
+from kgen.errors import KgenUsageError
+from kgen.evals.problem.catalog import resolve_problem
+from kgen.evals.problem.format import ProblemInfo, consistent_sizes, sizes_text
 from kgen.evals.problem.size_sets import verification_size_plan
 from kgen.evals.result import EvalResult
 from kgen.evals.sandbox import worker_pool
@@ -39,30 +39,30 @@ from kgen.evals.verifier.messages import (
 )
 
 
-class UsageError(Exception):
-    """Bad input from the person or program calling kgen: exit code 2, nothing ran."""
-
-
 class EvalOptions(BaseModel):
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    backend: str = DEFAULT_BACKEND
-    targets: list[str] = Field(default_factory=list)
+    """How one candidate is evaluated. The options a person sets (`kgen eval` and `kgen bench`
+    flags, ``kgen.evaluate`` keywords, a run's settings) take their defaults and bounds from
+    ``kgen.core.option_table`` (``evaluation_field``); the others are the callers' own."""
+
+    device: Literal["auto", "cpu", "cuda"] = evaluation_field("device")
+    backend: str = evaluation_field("backend")
+    targets: list[str] = evaluation_field("targets")
     #: targets compiled for as well, whose failure is recorded (``EvalResult.compiles_for``) and
     #: is no rejection: a search for several GPUs makes a kernel for one and learns which others
     #: it fits; ``targets`` are the ones the verdict stands for
     also_compile_for: list[str] = Field(default_factory=list)
     #: fixed seeds for reproducing a failure; by default every run draws fresh ones
-    seeds: list[int] | None = None
-    n_seeds: int = Field(default=3, ge=1)
-    timeout_s: float = Field(default=300.0, gt=0)
+    seeds: list[int] | None = evaluation_field("seeds")
+    n_seeds: int = evaluation_field("n_seeds")
+    timeout_s: float = evaluation_field("timeout_s")
     #: verify at the problem's small (CPU) size plan even on a GPU: quick checks, red-team runs
-    small_sizes: bool = False
+    small_sizes: bool = evaluation_field("small_sizes")
     #: run the input distributions beyond "normal" (precision probes, magnitudes, skewed ids)
-    distributions: bool = True
+    distributions: bool = evaluation_field("distributions")
     #: train a small model with the candidate's gradient (backward problems)
-    train_check: bool = False
+    train_check: bool = evaluation_field("train_check")
     #: after verification, time the candidate, eager and torch.compile at the default sizes (GPU)
-    bench: bool = False
+    bench: bool = evaluation_field("bench")
     keep_workdir: bool = False
     #: keep a verifier started ahead for the next evaluation (``worker_pool.py``): for callers
     #: that evaluate one candidate after another (the agent, ``kgen bench``)
@@ -71,8 +71,8 @@ class EvalOptions(BaseModel):
     #: verified (``evals/batch.py``); needs ``bench``
     timing_only: bool = False
     #: policy overrides (``evals/problem/policies.py``); None: the problem's declaration, else the default
-    precision: str | None = None
-    torch_ops: str | None = None
+    precision: str | None = evaluation_field("precision")
+    torch_ops: str | None = evaluation_field("torch_ops")
     #: harness self-test (``evals/suites/self_test.py``): the candidate is the problem's reference, and
     #: the rules that demand a kernel are off; every correctness check still runs
     reference_self_test: bool = False
@@ -87,38 +87,22 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA GPU is visible to torch on this machine")
+        raise KgenUsageError("--device cuda: no CUDA GPU is visible to torch on this machine")
     return device
 
 
 def _validate_targets(names: list[str]) -> list[str]:
-    from kgen.backends.targets import UnknownTargetError, resolve_target
+    from kgen.backends.targets import resolve_target
 
-    resolved = []
-    for name in names:
-        try:
-            resolved.append(resolve_target(name).name)
-        except UnknownTargetError as exc:
-            raise UsageError(str(exc.args[0] if exc.args else exc)) from exc
-    return resolved
+    return [resolve_target(name).name for name in names]
 
 
 def _validate_backend(name: str, targets: list[str]) -> None:
     """A backend kgen knows, whose toolchain is installed, and that compiles for the targets."""
-    from kgen.backends.registry import BackendUnavailableError, UnknownBackendError, require_usable
+    from kgen.backends.registry import require_usable
     from kgen.backends.targets import resolve_target
 
-    try:
-        require_usable(name, [resolve_target(t) for t in targets])
-    except (UnknownBackendError, BackendUnavailableError) as exc:
-        raise UsageError(str(exc.args[0] if exc.args else exc)) from exc
-
-
-def _resolve_problem(problem: str | Path) -> ProblemInfo:
-    try:
-        return resolve_problem(problem)
-    except (UnknownProblemError, ProblemError) as exc:
-        raise UsageError(str(exc.args[0] if exc.args else exc)) from exc
+    require_usable(name, [resolve_target(t) for t in targets])
 
 
 def evaluate(
@@ -134,19 +118,16 @@ def evaluate(
     options = options or EvalOptions()
     started = time.monotonic()
     install_signal_handlers()  # a script's Ctrl-C or SIGTERM ends the verifier child too
-    info = _resolve_problem(problem)
+    info = resolve_problem(problem)
     candidate_path = Path(candidate).expanduser()
     if not candidate_path.is_file():
-        raise UsageError(f"candidate file not found: {candidate}")
+        raise KgenUsageError(f"candidate file not found: {candidate}")
     targets = _validate_targets(options.targets)
     _validate_backend(options.backend, targets)
     also_compile_for = [t for t in _validate_targets(options.also_compile_for) if t not in targets]
     device = resolve_device(options.device)
     seeds = options.seeds or [secrets.randbelow(2**31 - 1) for _ in range(options.n_seeds)]
-    try:
-        policies = info.policies(options.precision, options.torch_ops)
-    except PolicyError as exc:
-        raise UsageError(str(exc)) from exc
+    policies = info.policies(options.precision, options.torch_ops)
 
     spec = _child_spec(options, device)
     spare = worker_pool.take(spec) if options.prestart else None
@@ -218,7 +199,7 @@ def evaluate(
         device=device,
         targets=targets,
         verdict=Verdict.PASSED,
-        kgen_version=kgen.__version__,
+        kgen_version=__version__,
         policies=policies,
         prestarted=outcome.prestarted,
         **report.evidence(),  # the verdict is decided below, from the report and the child's exit

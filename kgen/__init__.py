@@ -2,22 +2,20 @@
 
 A kernel kgen calls correct was verified against an fp64 reference on fresh
 inputs; a kernel it calls fast was measured fast. ``kgen.generate(...)`` runs
-the agent, ``kgen.evaluate(...)`` verifies one candidate. Heavy imports (torch,
-triton, the LLM SDKs) stay lazy so `kgen --help` and listing commands are quick.
+the agent, ``kgen.evaluate(...)`` verifies one candidate; both raise
+``kgen.KgenUsageError`` for bad input, and every error kgen raises on purpose is
+a ``kgen.KgenError``. Heavy imports (torch, triton, the LLM SDKs) stay lazy so
+`kgen --help` and listing commands are quick.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from kgen.core.version import __version__
+from kgen.errors import KgenError, KgenUsageError
 
-try:
-    __version__ = version("kgen")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+source"
-
-__all__ = ["KgenUsageError", "__version__", "evaluate", "generate"]
+__all__ = ["KgenError", "KgenUsageError", "__version__", "evaluate", "generate"]
 
 
 def __getattr__(name: str):
-    if name in ("generate", "evaluate", "KgenUsageError"):
+    if name in ("generate", "evaluate"):
         from kgen import api
 
         return getattr(api, name)

@@ -12,16 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from kgen.errors import KgenUsageError
+
 if TYPE_CHECKING:
     from kgen.agent.run_options import RunOptions
     from kgen.agent.runs.summary import RunSummary
     from kgen.core.option_table import Option
     from kgen.core.settings import Settings
     from kgen.evals.result import EvalResult
-
-
-class KgenUsageError(ValueError):
-    """Bad input: an unknown problem or target, an empty request, a missing key, a bad option."""
 
 
 def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
@@ -39,7 +37,7 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
 
     from kgen.agent.run_options import RunOptions
     from kgen.core.option_table import OPTIONS, RUN_OPTION_NAMES
-    from kgen.core.settings import SettingsError, load_settings
+    from kgen.core.settings import load_settings
     from kgen.core.validation_errors import validation_message
 
     chosen = {**(choices or {}), **more}
@@ -48,11 +46,8 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
         near = difflib.get_close_matches(unknown[0], RUN_OPTION_NAMES, n=1)
         raise KgenUsageError(f"unknown option(s) {', '.join(unknown)}"
                              + (f" (did you mean {near[0]!r}?)" if near else ""))
-    try:
-        settings = load_settings({o.name: chosen.get(o.name) for o in OPTIONS
-                                  if o.is_setting and o.run is not None})
-    except SettingsError as exc:
-        raise KgenUsageError(str(exc)) from exc
+    settings = load_settings({o.name: chosen.get(o.name) for o in OPTIONS
+                              if o.is_setting and o.run is not None})
     problem = chosen.get("problem")
     if problem is not None and not Path(problem).expanduser().is_file():
         raise KgenUsageError(f"problem file not found: {problem}")
@@ -105,7 +100,6 @@ def generate(request: str, **options: Any) -> RunSummary:
     fastest per target. An unknown option is a ``KgenUsageError``.
     """
     from kgen.agent.runs.start import start_run
-    from kgen.agent.search.graph import RunError
 
     progress: Callable[[str], None] | None = options.pop("progress", None)
     run, settings = run_options(request, options)
@@ -114,7 +108,7 @@ def generate(request: str, **options: Any) -> RunSummary:
         return start_run(run, runs_dir=settings.runs_location,
                          out=Path(out) if out is not None else None, progress=progress,
                          api_keys=api_keys(settings))
-    except (RunError, FileExistsError) as exc:
+    except FileExistsError as exc:
         raise KgenUsageError(str(exc)) from exc
 
 
@@ -154,6 +148,25 @@ def _options_doc() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _evaluate_options_doc() -> str:
+    """One line per option of one evaluation for ``help(kgen.evaluate)``, from the same table:
+    what its `kgen eval` flag says, and its default."""
+    import textwrap
+
+    from kgen.core.evaluation_flags import EVAL_FLAGS
+    from kgen.core.option_table import EVAL_OPTION_NAMES, eval_option
+
+    helps = {flag.name: flag.help_text() for flag in EVAL_FLAGS}
+    lines = ["", "    Options:"]
+    for name in EVAL_OPTION_NAMES:
+        text, default = helps[name], eval_option(name).default
+        if "Default:" not in text and default is not None:
+            text += f" Default: {default!r}."
+        lines.append(textwrap.fill(f"{name}: {text}", width=92, initial_indent=" " * 8,
+                                   subsequent_indent=" " * 12))
+    return "\n".join(lines) + "\n"
+
+
 generate.__signature__ = _generate_signature()  # type: ignore[attr-defined]
 generate.__doc__ = (generate.__doc__ or "") + _options_doc()
 
@@ -161,13 +174,14 @@ generate.__doc__ = (generate.__doc__ or "") + _options_doc()
 def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> EvalResult:
     """Verify (and on a GPU with ``bench=True``, time) one candidate file against a problem.
 
-    ``options`` are :class:`kgen.evals.harness.EvalOptions` fields: device, targets, seeds,
-    n_seeds, timeout_s, small_sizes, distributions, train_check, bench.
+    ``options`` are :class:`kgen.evals.harness.EvalOptions` fields, each keyword-only; those
+    listed below are a person's (`kgen eval`'s flags), the others serve kgen's own callers.
+    An unknown option is a ``KgenUsageError``.
     """
     from pydantic import ValidationError
 
     from kgen.core.validation_errors import validation_message
-    from kgen.evals.harness import EvalOptions, UsageError
+    from kgen.evals.harness import EvalOptions
     from kgen.evals.harness import evaluate as run_evaluation
 
     unknown = sorted(set(options) - set(EvalOptions.model_fields))
@@ -178,5 +192,6 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
         return run_evaluation(problem, candidate, EvalOptions(**options))
     except ValidationError as exc:
         raise KgenUsageError(validation_message(exc)) from exc
-    except UsageError as exc:
-        raise KgenUsageError(str(exc)) from exc
+
+
+evaluate.__doc__ = (evaluate.__doc__ or "") + _evaluate_options_doc()

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kgen.errors import KgenError
 from kgen.knowledge_base.schema import GuidanceNote
 
 GUIDANCE_DIR = Path(__file__).resolve().parent / "guidance"
 _REQUIRED = ("id", "title", "backends", "targets")
 
 
-class GuidanceFormatError(ValueError):
+class GuidanceFormatError(KgenError, ValueError):
     """A guidance file whose front matter is missing or malformed."""
 
 

@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from kgen.core.validation_errors import error_message
+from kgen.errors import KgenUsageError
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, kernel_id, utc_now
 from kgen.knowledge_base.store import KnowledgeBase, where_equal
@@ -86,14 +87,14 @@ def _check_kernel(entry: KernelEntry) -> str | None:
 
 def reverify(entry: KernelEntry, device: Literal["auto", "cpu", "cuda"] = "auto") -> str | None:
     """Run the kernel through the verifier again; the rejection as text, or None if it passed."""
-    from kgen.evals.harness import EvalOptions, UsageError, evaluate
+    from kgen.evals.harness import EvalOptions, evaluate
 
     with tempfile.TemporaryDirectory(prefix="kgen-import-") as tmp:
         candidate = Path(tmp) / f"{entry.problem}_{entry.id}.py"
         candidate.write_text(entry.source)
         try:
             result = evaluate(entry.problem, candidate, EvalOptions(device=device, backend=entry.backend))
-        except UsageError as exc:
+        except KgenUsageError as exc:
             return f"cannot be re-verified: {exc}"
     if result.passed:
         return None

@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from kgen.errors import KgenError
 from kgen.evals.result import EvalResult
 from kgen.evals.verdict import StageStatus
 from kgen.knowledge_base.code_hash import normalised_code_hash
@@ -42,7 +43,7 @@ from kgen.knowledge_base.store import KnowledgeBase, where_equal
 DEFAULT_STEPPING_STONES = 5
 
 
-class NotVerifiedError(ValueError):
+class NotVerifiedError(KgenError, ValueError):
     """Only fully verified kernels enter the knowledge base."""
 
 

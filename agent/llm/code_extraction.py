@@ -44,6 +44,8 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
+from kgen.errors import KgenError
+
 _PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 #: an opening fence: up to 3 spaces, 3+ backticks or tildes, an optional info string
 _FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
@@ -61,7 +63,7 @@ _ALWAYS_BOUND = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "
                                              "__package__", "__loader__", "__builtins__"}
 
 
-class NoCodeError(ValueError):
+class NoCodeError(KgenError, ValueError):
     """The reply holds no usable module; the message says why in a few words."""
 
 

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kgen.core.validation_errors import validation_message
+from kgen.errors import KgenUsageError
 
 Provider = Literal["openai", "anthropic"]
 
@@ -73,7 +74,7 @@ _SCHEMELESS_URL = re.compile(
 )
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(KgenUsageError):
     """A model reference that does not parse; the message says what the syntax is."""
 
 

@@ -46,6 +46,7 @@ from kgen.agent.llm.completion import Completion
 from kgen.agent.llm.model_calls import IN_FLIGHT, ModelCall
 from kgen.agent.llm.models import OFFICIAL_BASE_URLS, ModelSpec
 from kgen.agent.llm.usage import cost_usd
+from kgen.errors import KgenError
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _KEY_LIKE = re.compile(r"\b(sk-(?:ant-|proj-)?)[A-Za-z0-9_\-]{6,}")
 
 
-class ProviderError(Exception):
+class ProviderError(KgenError):
     """An LLM call that failed after the SDK's retries, classified for the agent."""
 
     def __init__(self, message: str, *, kind: ProviderErrorKind, model: str | None = None):

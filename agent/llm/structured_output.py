@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from kgen.agent.llm.completion import Completion
 from kgen.agent.llm.providers import LLMClient, ProviderError
 from kgen.agent.llm.usage import UsageLedger
+from kgen.errors import KgenError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -26,7 +27,7 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _MAX_ECHO = 4000
 
 
-class ReplyNotValid(ValueError):
+class ReplyNotValid(KgenError, ValueError):
     """The reply holds no JSON, or JSON that does not match the schema."""
 
 

@@ -47,7 +47,7 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
         try:
             resolve_target(target)
         except UnknownTargetError as exc:
-            raise RunError(str(exc.args[0] if exc.args else exc)) from exc
+            raise RunError(exc.message) from exc
     if options.backend:  # else the request names it: checked once the spec is read
         usable_backend(options.backend, list(options.targets))
 

@@ -101,6 +101,7 @@ from kgen.agent.runs.suite_state import (
     relative_path,
 )
 from kgen.agent.search.graph import Progress, RunError
+from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.suites.suite import (
     SuiteRow,
@@ -407,11 +408,11 @@ def _select(infos: Sequence[ProblemInfo], only: list[str] | None) -> list[Proble
 
 
 def _resolve_device(template: RunOptions) -> str:
-    from kgen.evals.harness import UsageError, resolve_device
+    from kgen.evals.harness import resolve_device
 
     try:
         return resolve_device(template.device)
-    except UsageError as exc:
+    except KgenUsageError as exc:
         raise SuiteError(str(exc)) from exc
 
 

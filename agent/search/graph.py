@@ -33,6 +33,7 @@ from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions, local_targe
 from kgen.agent.search.archive import SearchArchive
 from kgen.agent.search.policy import plan_generation, split_budget, stop_reason
 from kgen.agent.search.state import RunState, TaskInput, Winner, open_checkpointer
+from kgen.errors import KgenUsageError
 
 if TYPE_CHECKING:
     from kgen.agent.llm.model_calls import RecordedClient
@@ -45,7 +46,7 @@ Progress = Callable[[str], None]
 Report = Callable[[RunState], None]
 
 
-class RunError(Exception):
+class RunError(KgenUsageError):
     """A run that cannot go on for a reason the user can fix (bad request, key, server)."""
 
 
@@ -64,16 +65,18 @@ def usable_backend(backend: str, targets: list[str]) -> dict:
         hardware = list({resolve_target(t).name: resolve_target(t) for t in targets}.values())
         name = require_usable(backend, hardware)
     except (UnknownBackendError, BackendUnavailableError, UnknownTargetError) as exc:
-        raise RunError(str(exc.args[0] if exc.args else exc)) from exc
+        raise RunError(exc.message) from exc
     resolved = [t.name for t in hardware]
     return {"backend": name, "targets": resolved}
 
 
 def agent_eval_options(device: str, backend: str, target: str, *, full: bool, train_check: bool,
-                       timeout_s: float, run_path: Path):
+                       timeout_s: float, run_path: Path, precision: str | None = None,
+                       torch_ops: str | None = None):
     """How the agent evaluates a candidate: on a GPU, candidates are screened at the small size
     plan and timed, and the winner is then verified at full sizes; on a CPU both plans are the
-    small one. ``scripts/eval_throughput.py`` measures exactly these options."""
+    small one. The run's policies (precision, torch ops; None: each problem's own) judge every
+    candidate. ``scripts/eval_throughput.py`` measures exactly these options."""
     from kgen.evals.harness import EvalOptions
 
     return EvalOptions(
@@ -85,6 +88,8 @@ def agent_eval_options(device: str, backend: str, target: str, *, full: bool, tr
         bench=device == "cuda",
         train_check=train_check and full,
         timeout_s=timeout_s,
+        precision=precision,
+        torch_ops=torch_ops,
         baseline_cache_dir=str(run_path / "baselines"),
         prestart=True,  # candidates are evaluated one after another: keep a verifier warm
     )
@@ -114,11 +119,11 @@ class Runner:
     @property
     def device(self) -> str:
         if self._device is None:
-            from kgen.evals.harness import UsageError, resolve_device
+            from kgen.evals.harness import resolve_device
 
             try:
                 self._device = resolve_device(self.options.device)
-            except UsageError as exc:
+            except KgenUsageError as exc:
                 raise RunError(str(exc)) from exc
         return self._device
 
@@ -397,6 +402,7 @@ class Runner:
         options = agent_eval_options(
             self.device, spec.backend, target, full=full, train_check=self.options.train_check,
             timeout_s=self.options.eval_timeout_s, run_path=self.run.path,
+            precision=self.options.precision, torch_ops=self.options.torch_ops,
         )
         # every candidate is cross-compiled for every target of the run: one made for H100 may
         # serve MI300X too (its archive takes it if it compiles there; timed only where present)
@@ -409,7 +415,6 @@ class Runner:
         """Every pending candidate, as one batch (``evals/batch.py``: on a GPU verified in
         parallel, then timed one at a time); each result is saved the moment it is known."""
         from kgen.evals.batch import evaluate_batch
-        from kgen.evals.harness import UsageError
 
         updates: dict[str, CandidateRecord] = {}
         pending = sorted((r for r in state.records if r.status == "pending"), key=lambda r: r.id)
@@ -439,7 +444,7 @@ class Runner:
                                self.eval_options(state.spec, target, full=self.device == "cpu"),
                                on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
                                stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
-            except UsageError as exc:
+            except KgenUsageError as exc:
                 raise RunError(str(exc)) from exc
         if left := sum(1 for r in todo if r.id not in results):
             self.say(f"time limit reached: {left} candidate(s) not evaluated")

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from kgen.backends.registry import DEFAULT_BACKEND, get_backend
 from kgen.backends.targets import HardwareTarget
 from kgen.backends.tunables import SourceSpan, Tunable, TunableKind, choices_for
+from kgen.errors import KgenError
 
 __all__ = [
     "MutationError", "SourceSpan", "Tunable", "TunableKind", "Variant", "apply_values", "choices_for",
@@ -46,7 +47,7 @@ MAX_ACCUMULATOR_REGS_PER_THREAD = 256
 DEFAULT_NUM_STAGES = {"nvidia": 3, "amd": 2}
 
 
-class MutationError(RuntimeError):
+class MutationError(KgenError, RuntimeError):
     """A rewrite produced source that no longer parses: a bug here, never the parent's fault."""
 
 

@@ -15,11 +15,12 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from kgen.backends.registry import DEFAULT_BACKEND, UnknownBackendError, backend_info
+from kgen.errors import KgenUsageError
 
 Direction = Literal["forward", "backward"]
 
 
-class SpecError(ValueError):
+class SpecError(KgenUsageError):
     """A request kgen cannot turn into a spec; the message is one line a user can act on."""
 
 

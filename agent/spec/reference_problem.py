@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kgen.errors import KgenError
 from kgen.evals.problem.format import ProblemError, read_problem
 
 #: complete_text(system, user) -> the model's reply
@@ -29,7 +30,7 @@ TextCompleter = Callable[[str, str], str]
 _ADDRESS_SPACE_BYTES = 16 * 1024**3
 
 
-class ReferenceProblemError(RuntimeError):
+class ReferenceProblemError(KgenError, RuntimeError):
     """A reference problem could not be written, or failed its self-check; ``reasons`` say why."""
 
     def __init__(self, message: str, reasons: Sequence[str] = ()):

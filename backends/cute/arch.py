@@ -8,12 +8,13 @@ multicast, tcgen05), which ptxas only accepts for the ``a`` variants (``sm_90a``
 from __future__ import annotations
 
 from kgen.backends.targets import HardwareTarget
+from kgen.errors import KgenError
 
 #: compute capabilities whose kernels are compiled for the architecture-specific variant
 _ARCH_SPECIFIC_FROM = 90
 
 
-class UnsupportedTargetError(ValueError):
+class UnsupportedTargetError(KgenError, ValueError):
     """A target CuTe DSL cannot compile for (not NVIDIA, or older than Ampere)."""
 
 

@@ -15,6 +15,8 @@ import struct
 
 from pydantic import BaseModel
 
+from kgen.errors import KgenError
+
 _EIATTR_FRAME_SIZE = 0x11
 _EIATTR_REGCOUNT = 0x2F
 _EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
@@ -29,7 +31,7 @@ class CubinKernel(BaseModel):
     frame_bytes: int = 0
 
 
-class CubinError(ValueError):
+class CubinError(KgenError, ValueError):
     """Bytes that are not a 64-bit ELF cubin."""
 
 

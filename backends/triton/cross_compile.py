@@ -62,6 +62,7 @@ from typing import Any
 
 from kgen.backends.base import KernelLaunch, KernelReport
 from kgen.backends.targets import HardwareTarget, resolve_target
+from kgen.errors import KgenError
 
 #: seconds one cross-compile request may take in the worker before it is killed
 DEFAULT_TIMEOUT_S = 600.0
@@ -69,7 +70,7 @@ DEFAULT_TIMEOUT_S = 600.0
 _INT_TYPES = frozenset({"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"})
 
 
-class CrossCompileError(Exception):
+class CrossCompileError(KgenError):
     """A launch that cannot be turned into a compile job (missing kernel, unsupported argument)."""
 
 

@@ -7,12 +7,13 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo, read_problem
 
 CATALOG_DIR = Path(__file__).resolve().parent / "problems"
 
 
-class UnknownProblemError(LookupError):
+class UnknownProblemError(KgenUsageError, LookupError):
     """A problem name that is neither a catalog entry nor an existing file."""
 
 

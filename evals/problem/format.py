@@ -41,6 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kgen.errors import KgenUsageError
 from kgen.evals.problem.policies import Policies, policies_for
 from kgen.evals.problem.size_constants import METADATA_PREFIX as _METADATA_PREFIX
 from kgen.evals.problem.size_constants import (
@@ -55,7 +56,7 @@ from kgen.evals.problem.size_constants import (
 CPU_SIZE_CAP = 128
 
 
-class ProblemError(Exception):
+class ProblemError(KgenUsageError):
     """A problem file that cannot be read or does not follow the format."""
 
 

@@ -25,6 +25,8 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict
 
+from kgen.errors import KgenUsageError
+
 #: Normalised (rel-L2) bound for fp32 outputs under ``tf32``: TF32-rounded inputs to a matrix
 #: product give ~5e-4 (2^-11 unit roundoff per input); a few times that, below bf16's 1e-2.
 TF32_REL_L2 = 2e-3
@@ -66,7 +68,7 @@ class Policies(BaseModel):
         return f"precision {self.precision.value}, torch ops {self.torch_ops.value}"
 
 
-class PolicyError(ValueError):
+class PolicyError(KgenUsageError):
     """A policy name that does not exist (a flag or a problem's declaration)."""
 
 

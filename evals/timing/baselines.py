@@ -12,10 +12,11 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from kgen.errors import KgenError
 from kgen.evals.problem.format import LoadedProblem
 
 
-class BaselineUnavailable(Exception):
+class BaselineUnavailable(KgenError):
     """No such baseline here: not installed, or not wired for this problem."""
 
 

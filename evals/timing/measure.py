@@ -71,6 +71,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
+from kgen.errors import KgenError
 from kgen.evals.timing.deferred_work import (
     SyncCalibration,
     SyncSeries,
@@ -89,7 +90,7 @@ NO_GPU_MESSAGE = (
 #: the flush buffer when the device does not report its L2 size
 L2_FALLBACK_BYTES = 256 * 1024 * 1024
 
-class TimingUnavailable(RuntimeError):
+class TimingUnavailable(KgenError, RuntimeError):
     """No CUDA GPU here: nothing can be timed, and no number is invented instead."""
 
 

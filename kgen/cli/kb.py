@@ -16,6 +16,7 @@ from rich.table import Table
 
 from kgen.backends.registry import known_backends
 from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.errors import KgenUsageError
 
 kb_app = typer.Typer(
     help=(
@@ -37,7 +38,7 @@ KbOption = Annotated[
 
 def _open(kb: str | None, *, seed: bool = True):
     """The store at the flag's location, else the configured one, with the configured embedding."""
-    from kgen.core.settings import SettingsError, load_settings
+    from kgen.core.settings import load_settings
     from kgen.knowledge_base.seeding import open_knowledge_base
     from kgen.knowledge_base.store import KnowledgeBase, KnowledgeBaseError
 
@@ -47,8 +48,8 @@ def _open(kb: str | None, *, seed: bool = True):
         if seed:
             return open_knowledge_base(location, embedding=embedding)
         return KnowledgeBase.open(location, embedding=embedding)
-    except (KnowledgeBaseError, SettingsError) as exc:
-        fail_usage(str(exc))
+    except (KnowledgeBaseError, KgenUsageError) as exc:
+        fail_usage(exc.message)
 
 
 def _ms(value: float | None) -> str:
@@ -70,14 +71,14 @@ def _ratio(value: float | None) -> str:
 @kb_app.command("init")
 def kb_init(kb: KbOption = None) -> None:
     """Create the store and load the shipped kernels and guidance (safe to run again)."""
-    from kgen.knowledge_base.seeding import SeedError, seed_knowledge_base
+    from kgen.knowledge_base.seeding import seed_knowledge_base
     from kgen.knowledge_base.store import KnowledgeBaseError
 
     store = _open(kb, seed=False)
     try:
         report = seed_knowledge_base(store)
-    except (KnowledgeBaseError, SeedError) as exc:
-        fail_usage(str(exc))
+    except KnowledgeBaseError as exc:  # a seed that does not match its evidence included
+        fail_usage(exc.message)
     console.print(
         f"knowledge base at {store.location} ({store.mode}): "
         f"{len(report.added)} seed kernel(s) added, {len(report.unchanged)} already present, "
@@ -167,12 +168,12 @@ def kb_search(
     if not text.strip():
         fail_usage("search text is empty")
     if target:
-        from kgen.backends.targets import UnknownTargetError, resolve_target
+        from kgen.backends.targets import resolve_target
 
         try:
             target = resolve_target(target).name
-        except UnknownTargetError as exc:
-            fail_usage(str(exc.args[0] if exc.args else exc))
+        except KgenUsageError as exc:
+            fail_usage(exc.message)
     store = _open(kb)
     results = search_kernels(store, text, backend=backend, target=target, n=n)
     table = Table(title=f"'{text}'", title_justify="left")

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from kgen.cli.terminal import console, fail_usage
+from kgen.errors import KgenUsageError
 
 
 def report_command(
@@ -29,19 +30,15 @@ def report_command(
 
     Example: kgen report 20261122-081500-3fa9c1 --open
     """
-    from kgen.agent.run_directory import RunDirectory, RunNotFoundError
+    from kgen.agent.run_directory import RunDirectory
     from kgen.agent.runs.backend_runs import is_backend_runs, started_runs
     from kgen.agent.runs.html_report import write_report
-    from kgen.core.settings import SettingsError, load_settings
+    from kgen.core.settings import load_settings
 
     try:
-        settings = load_settings({})
-    except SettingsError as exc:
-        fail_usage(str(exc))
-    try:
-        found = RunDirectory.find(run, settings.runs_location)
-    except RunNotFoundError as exc:
-        fail_usage(str(exc.args[0] if exc.args else exc))
+        found = RunDirectory.find(run, load_settings({}).runs_location)
+    except KgenUsageError as exc:  # a broken configuration, or no such run
+        fail_usage(exc.message)
     # a request over several backends holds one run per backend: a report for each
     runs = started_runs(found) if is_backend_runs(found) else [found.path]
     if not runs:

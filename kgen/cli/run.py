@@ -9,27 +9,24 @@ resume the run).
 
 from __future__ import annotations
 
-import inspect
 import time
-from collections.abc import Callable, Collection, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from kgen.cli.option_flags import with_run_options
 from kgen.cli.terminal import console, err_console, fail_usage
-from kgen.core.option_table import OPTIONS, Option
-
-Command = TypeVar("Command", bound=Callable[..., Any])
+from kgen.errors import KgenUsageError
 
 
 def _settings(overrides: dict):
-    from kgen.core.settings import SettingsError, load_settings
+    from kgen.core.settings import load_settings
 
     try:
         return load_settings(overrides)
-    except SettingsError as exc:
-        fail_usage(str(exc))
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
 
 
 class LiveProgress:
@@ -72,59 +69,17 @@ def _report(summary, json_output: bool) -> None:
 
 
 def _run(start) -> None:
-    from kgen.agent.run_directory import RunInUseError, RunNotFoundError
-    from kgen.agent.search.graph import RunError
-
     try:
         with LiveProgress() as progress:
             summary = start(progress)
-    except (RunError, RunNotFoundError, RunInUseError, FileExistsError) as exc:
+    except KgenUsageError as exc:  # a bad request, key or server; no such run; a run in use
+        fail_usage(exc.message)
+    except FileExistsError as exc:
         fail_usage(str(exc))
     except KeyboardInterrupt:
         # the run said how to continue; the CLI framework would turn this into "Aborted!"
         raise typer.Exit(130) from None
     return summary
-
-
-def run_option_parameters(exclude: Collection[str] = (),
-                          options: Sequence[Option] = OPTIONS) -> list[inspect.Parameter]:
-    """The flags of every run option that has one, as typer reads them from a signature:
-    keyword-only ``Annotated[type, typer.Option(...)]`` parameters named after the options,
-    None ("as configured") for a setting, the table's default for a run-only option."""
-    parameters = []
-    for entry in options:
-        if not entry.flags or entry.run is None or entry.name in exclude:
-            continue
-        flag = typer.Option(*entry.flags, help=escape(entry.full_help()), metavar=entry.metavar,
-                            rich_help_panel=entry.section)
-        parameters.append(inspect.Parameter(
-            entry.name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[entry.flag_type(), flag],
-            default=None if entry.is_setting else entry.default))
-    return parameters
-
-
-def with_run_options(exclude: Collection[str] = ()) -> Callable[[Command], Command]:
-    """Give a command every run option's flag, as `kgen run` has them (`kgen solve SUITE_DIR`
-    takes the same): the command declares its own arguments and options, then ``**options``,
-    and receives the parsed run options there (option name -> value, None = not given),
-    ready for ``kgen.api.run_options(request, options)``::
-
-        @with_run_options(exclude={"problem"})
-        def solve_command(suite: Annotated[Path, typer.Argument()], *, json_output: ... = False,
-                          **options: Any) -> None: ...
-
-    typer reads ``__signature__``: the command's positional parameters, the run options (in
-    the table's order, grouped in `--help` by section), then its own keyword-only ones."""
-
-    def decorate(command: Command) -> Command:
-        own = inspect.signature(command, eval_str=True).parameters.values()
-        first = [p for p in own if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        last = [p for p in own if p.kind == p.KEYWORD_ONLY]
-        command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [*first, *run_option_parameters(exclude), *last])
-        return command
-
-    return decorate
 
 
 @with_run_options()
@@ -146,12 +101,12 @@ def run_command(
     Example: kgen "layernorm fwd bf16 for H100 and MI300X" -m openai:gpt-5 --budget 16
     """
     from kgen.agent.runs.start import start_run
-    from kgen.api import KgenUsageError, api_keys, run_options
+    from kgen.api import api_keys, run_options
 
     try:
         run, settings = run_options(request, options)
     except KgenUsageError as exc:
-        fail_usage(str(exc))
+        fail_usage(exc.message)
     summary = _run(lambda progress: start_run(run, runs_dir=settings.runs_location, out=options.get("out"),
                                               progress=progress, api_keys=api_keys(settings)))
     _report(summary, json_output)

@@ -19,8 +19,10 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kgen.cli.run import LiveProgress, with_run_options
+from kgen.cli.option_flags import with_run_options
+from kgen.cli.run import LiveProgress
 from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.errors import KgenUsageError
 
 DEFAULT_OUT = Path("kgen-solve")
 
@@ -49,10 +51,8 @@ def solve_command(
 
     Example: kgen solve KernelBench/level1 -m openai:gpt-5 --budget 8 --out level1-gpt5
     """
-    from kgen.agent.run_directory import RunInUseError
     from kgen.agent.runs.suite_runs import solve_suite
-    from kgen.agent.search.graph import RunError
-    from kgen.api import KgenUsageError, api_keys, run_options
+    from kgen.api import api_keys, run_options
 
     if not suite.is_dir():
         fail_usage(f"suite folder not found: {suite}")
@@ -60,14 +60,14 @@ def solve_command(
         # request and problem file are set per problem: the template's request is a placeholder
         template, settings = run_options("", options)
     except KgenUsageError as exc:
-        fail_usage(str(exc))
+        fail_usage(exc.message)
     command = shlex.join(["kgen", "solve", *sys.argv[2:]])
     try:
         with LiveProgress() as progress:
             outcome = solve_suite(suite, template, out=out, jobs=jobs, progress=progress,
                                   api_keys=api_keys(settings), only=only or None, command=command)
-    except (RunError, RunInUseError) as exc:
-        fail_usage(str(exc))
+    except KgenUsageError as exc:  # a bad suite, request, key or server; a run in use
+        fail_usage(exc.message)
     except KeyboardInterrupt:
         err_console.print(f"interrupted: `kgen solve {escape(str(suite))} --out {escape(str(out))}` continues "
                           "this suite", highlight=False)

@@ -1,4 +1,5 @@
-"""Every option a person can set, declared once: kgen's settings and the options of one run.
+"""Every option a person can set, declared once: kgen's settings, the options of one run and
+those of one evaluation.
 
 An option used to be spelled out in six places (the settings, the run's options, the
 `kgen run` flags, `kgen.generate`'s signature, the default config file, the README) and
@@ -9,9 +10,12 @@ config file. Everything else is computed from this table, never listed by hand:
 - the fields of ``kgen.core.settings.Settings`` (config file, ``KGEN_*`` variables),
 - the fields of ``kgen.agent.run_options.RunOptions`` (what ``run.json`` keeps),
 - the flags of `kgen run`, and of any command that takes a run's options
-  (``kgen.cli.run.with_run_options``),
+  (``kgen.cli.option_flags.with_run_options``),
 - the signature of ``kgen.generate``,
-- the shipped default config file (``render_default_config``).
+- the shipped default config file (``render_default_config``),
+- the defaults and bounds of ``kgen.evals.harness.EvalOptions`` (``evaluation_field``), and
+  the flags of `kgen eval` and `kgen bench` (``kgen.core.evaluation_flags`` says how each of
+  those commands spells an option; ``kgen.cli.option_flags.with_command_flags`` makes them).
 
 Adding an option is one entry below (plus the code that uses it). After editing the
 table, regenerate the shipped file: ``python -m kgen.core.option_table --write``.
@@ -74,12 +78,17 @@ class Option:
     gt: float | None = None
     le: float | None = None
     #: "setting": a field of Settings (config file, KGEN_*, flag, API argument);
-    #: "run": this run's alone (flag and API argument only), e.g. seed or out
-    scope: Literal["setting", "run"] = "setting"
+    #: "run": this run's alone (flag and API argument only), e.g. seed or out;
+    #: "evaluation": one evaluation's alone (`kgen eval` / `kgen bench` flags, ``kgen.evaluate``
+    #: keywords), e.g. n_seeds: no setting and no option of a run
+    scope: Literal["setting", "run", "evaluation"] = "setting"
     #: how a run gets it: "copied" (a RunOptions field of the same name, type and default),
     #: "resolved" (the run takes a resolved form: kb -> its location, problem -> problem_file,
     #: out -> start_run), None (not a run's option but the kgen process's, e.g. the API keys)
     run: Literal["copied", "resolved"] | None = "copied"
+    #: the ``EvalOptions`` field this option is (its default and bounds come from here), named
+    #: as one evaluation calls it (eval_timeout_s: timeout_s); None: not an evaluation's option
+    eval_field: str | None = None
     #: a relative directory in the config file is relative to that file
     relative_to_config: bool = False
 
@@ -118,11 +127,15 @@ class Option:
 
     def field(self) -> tuple[Any, FieldInfo]:
         """The pydantic field ``(annotation, FieldInfo)`` of Settings and RunOptions."""
+        return self.annotation, self.field_info()
+
+    def field_info(self) -> FieldInfo:
+        """The option's default (a fresh list each time, where it is a list) and bounds."""
         bounds = {key: value for key, value in (("ge", self.ge), ("gt", self.gt), ("le", self.le))
                   if value is not None}
         if isinstance(self.default, list):
-            return self.annotation, Field(default_factory=self.default_value, **bounds)
-        return self.annotation, Field(default=self.default, **bounds)
+            return Field(default_factory=self.default_value, **bounds)
+        return Field(default=self.default, **bounds)
 
     def public_type(self) -> Any:
         """The type a person passes, constraints left out: ``list[str]`` for ``list[NonEmpty]``."""
@@ -132,8 +145,13 @@ class Option:
         """The type typer parses the flag as; None stands for "not given" unless the default is a value."""
         if self.cli_type is not None:
             return self.cli_type
-        scalar = _flag_scalar(self.annotation)
+        scalar = self.flag_scalar()
         return scalar if self.scope == "run" and self.default is not None else scalar | None
+
+    def flag_scalar(self) -> Any:
+        """What typer can parse for this option: a Literal or a secret is text (the value is checked
+        where the option is validated), ``list[NonEmpty]`` is ``list[str]``."""
+        return _flag_scalar(self.annotation)
 
 
 # --------------------------------------------------------------------------------------
@@ -142,6 +160,19 @@ class Option:
 
 MODELS, WHAT, SEARCH, EVALUATION, STORAGE = (
     "Models", "What to generate for", "Search", "Evaluation", "Storage")
+
+#: the verifier's policies (``kgen.evals.problem.policies``) by the names a person types
+PRECISIONS = ("ieee", "tf32")
+TORCH_OPS = ("strict", "library")
+#: what each policy means, and where it comes from when not set: shared by the help of `kgen run`
+#: and of `kgen eval` / `kgen bench` (``kgen.core.evaluation_flags``)
+PRECISION_HELP = ("Precision policy: ieee (fp32 problems are IEEE fp32) or tf32 (TF32 matrix products "
+                  "admitted, with their own tolerance).")
+PRECISION_DEFAULT = "the problem's KGEN_PRECISION, else ieee."
+TORCH_OPS_HELP = ("Torch ops policy: strict (every compute op in the candidate's kernels) or library "
+                  "(vendor matmul/conv/attention calls allowed, the rest in kernels).")
+TORCH_OPS_DEFAULT = ("the problem's KGEN_TORCH_OPS, else library for plain KernelBench files and "
+                     "strict for kgen's catalog.")
 
 OPTIONS: tuple[Option, ...] = (
     Option(
@@ -205,6 +236,7 @@ tried again, with backoff, within llm_timeout_s (0 = never).""",
     Option(
         name="backend", annotation=NonEmpty, default=DEFAULT_BACKEND, section=WHAT, run="resolved",
         expected=f"a backend name: {', '.join(known_backends())}", flags=("--backend",),
+        eval_field="backend",
         help=f"Kernel language: {' or '.join(known_backends())}. Default: backend as configured, "
              f"else the request's, else {DEFAULT_BACKEND}.",
         doc=_backend_doc(),
@@ -212,6 +244,7 @@ tried again, with backoff, within llm_timeout_s (0 = never).""",
     Option(
         name="targets", annotation=list[NonEmpty], default=[], section=WHAT,
         expected="a list of hardware target names such as 'h100'", flags=("--target", "-t"),
+        eval_field="targets",
         help="Hardware target, repeatable (h100, mi300x, ...). Default: targets as configured, "
              f"else the request's, else the local GPU's, else {DEFAULT_TARGET}.",
         doc=f"""\
@@ -224,7 +257,7 @@ Example:
     ),
     Option(
         name="device", annotation=Literal["auto", "cpu", "cuda"], default="auto", section=WHAT,
-        expected="one of auto, cpu, cuda", flags=("--device",),
+        expected="one of auto, cpu, cuda", flags=("--device",), eval_field="device",
         help="Where candidates run: auto, cpu or cuda.",
         doc="""\
 Where candidates run: "auto" (the GPU if torch sees one), "cpu" (Triton's
@@ -301,14 +334,14 @@ More than 0, at most 100. Default: not set (the search goes on).""",
     ),
     Option(
         name="eval_timeout_s", annotation=float, default=300.0, gt=0, section=EVALUATION,
-        expected="a number of seconds >0",
+        expected="a number of seconds >0", eval_field="timeout_s",
         help="Hard time limit for one candidate's sandboxed process, seconds.",
         doc="Hard time limit for one candidate's sandboxed process (compile, verify, time), "
             "seconds.",
     ),
     Option(
         name="train_check", annotation=bool, default=False, section=EVALUATION,
-        expected="true or false", flags=("--train-check",),
+        expected="true or false", flags=("--train-check",), eval_field="train_check",
         help="Train a small model with the winner's gradients.",
         doc="""\
 Backward kernels: also train a small model a few hundred steps with the
@@ -316,11 +349,59 @@ candidate's gradient and compare the loss curve with the reference's. Catches
 gradients that pass numeric checks and still break training; costs minutes.""",
     ),
     Option(
+        name="precision", annotation=Literal[PRECISIONS] | None, default=None, section=EVALUATION,
+        expected=f"one of {', '.join(PRECISIONS)}", example='"tf32"', flags=("--precision",),
+        eval_field="precision",
+        help=f"{PRECISION_HELP} Default: precision as configured, else {PRECISION_DEFAULT}",
+        doc="""\
+The verifier's policies for every evaluation of a run. A problem file may declare its
+own (its KGEN_PRECISION and KGEN_TORCH_OPS constants); a value here overrides it.
+precision: "ieee" judges an fp32 problem as IEEE fp32 (a matrix product that rounds its
+inputs to TF32 fails, and is named so); "tf32" admits TF32 matrix products, with their
+own tolerance. Default: the problem's declaration, else "ieee".""",
+    ),
+    Option(
+        name="torch_ops", annotation=Literal[TORCH_OPS] | None, default=None, section=EVALUATION,
+        expected=f"one of {', '.join(TORCH_OPS)}", example='"library"', flags=("--torch-ops",),
+        eval_field="torch_ops",
+        help=f"{TORCH_OPS_HELP} Default: torch_ops as configured, else {TORCH_OPS_DEFAULT}",
+        doc="""\
+torch_ops: "strict" wants every compute op in the candidate's own kernels; "library"
+allows torch's matrix-multiply, convolution and attention calls (cuBLAS, cuDNN, flash
+attention) and wants the rest in kernels. Default: the problem's declaration, else
+"library" for a plain KernelBench file and "strict" for kgen's catalog.""",
+    ),
+    Option(
         name="executor", annotation=Literal["local", "ray"], default="local", section=EVALUATION,
         expected="one of local, ray", run=None,
         doc="""\
 Where candidates are evaluated: "local" (child processes on this machine) or
 "ray" (a Ray cluster; needs `pip install kgen[ray]` and RAY_ADDRESS).""",
+    ),
+    # one evaluation's own options: `kgen eval` / `kgen bench` flags and kgen.evaluate keywords
+    Option(
+        name="seeds", annotation=list[int] | None, default=None, section=EVALUATION, scope="evaluation",
+        run=None, eval_field="seeds", expected="a list of integer seeds",
+        help="Fixed seed (repeatable), to reproduce a failure. Default: fresh seeds.",
+    ),
+    Option(
+        name="n_seeds", annotation=int, default=3, ge=1, section=EVALUATION, scope="evaluation",
+        run=None, eval_field="n_seeds", expected="an integer ≥1", help="How many fresh seeds to try.",
+    ),
+    Option(
+        name="small_sizes", annotation=bool, default=False, section=EVALUATION, scope="evaluation",
+        run=None, eval_field="small_sizes", expected="true or false",
+        help="Use the problem's small size set even on a GPU (a quick check).",
+    ),
+    Option(
+        name="distributions", annotation=bool, default=True, section=EVALUATION, scope="evaluation",
+        run=None, eval_field="distributions", expected="true or false",
+        help="Run the input distributions beyond 'normal' (magnitudes, precision probes, skewed ids).",
+    ),
+    Option(
+        name="bench", annotation=bool, default=False, section=EVALUATION, scope="evaluation",
+        run=None, eval_field="bench", expected="true or false",
+        help="After verification, time it against eager and torch.compile (GPU).",
     ),
     Option(
         name="kb", annotation=NonEmpty | None, default=None, section=STORAGE, run="resolved",
@@ -368,11 +449,25 @@ A relative directory is taken relative to this file. Default: $KGEN_HOME/runs.""
 _BY_NAME = {option.name: option for option in OPTIONS}
 #: the options of one run: `kgen run` flags (where they have one) and ``kgen.generate`` keywords
 RUN_OPTION_NAMES: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.run is not None)
+_BY_EVAL_FIELD = {option.eval_field: option for option in OPTIONS if option.eval_field}
+#: the options of one evaluation, by their ``EvalOptions`` names: `kgen eval` flags (where it has
+#: one), ``kgen.evaluate`` keywords
+EVAL_OPTION_NAMES: tuple[str, ...] = tuple(_BY_EVAL_FIELD)
 
 
 def option(name: str) -> Option:
     """The table's entry for ``name``."""
     return _BY_NAME[name]
+
+
+def eval_option(field: str) -> Option:
+    """The table's entry for an ``EvalOptions`` field (``timeout_s`` is eval_timeout_s)."""
+    return _BY_EVAL_FIELD[field]
+
+
+def evaluation_field(field: str) -> FieldInfo:
+    """An ``EvalOptions`` field's default and bounds, as the table declares them."""
+    return eval_option(field).field_info()
 
 
 def pydantic_fields(options: Iterable[Option]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from kgen.core.option_table import (
     render_default_config,
 )
 from kgen.core.validation_errors import error_message
+from kgen.errors import KgenUsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,7 +43,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 CONFIG_ENV = "KGEN_CONFIG"
 
 
-class SettingsError(ValueError):
+class SettingsError(KgenUsageError):
     """A config file, environment variable or argument kgen cannot use; the message is one line."""
 
 
@@ -67,14 +68,11 @@ class _SettingsRules(BaseModel):
     @field_validator("targets", check_fields=False)
     @classmethod
     def _known_targets(cls, value: list[str]) -> list[str]:
-        from kgen.backends.targets import UnknownTargetError, resolve_target
+        from kgen.backends.targets import resolve_target
 
         names: list[str] = []
         for name in value:
-            try:
-                canonical = resolve_target(name).name
-            except UnknownTargetError as exc:
-                raise ValueError(str(exc.args[0] if exc.args else exc)) from exc
+            canonical = resolve_target(name).name  # an unknown name is a ValueError pydantic reports
             if canonical not in names:
                 names.append(canonical)
         return names

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kgen.evals.harness import EvalOptions, UsageError, evaluate
+from kgen.errors import KgenUsageError
+from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.verdict import RejectionClass, Verdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -74,13 +75,13 @@ def test_fixed_seeds_are_used_as_given():
 )
 def test_bad_usage_raises_before_running(problem, candidate, words):
     problem_arg = RELU if problem == "relu_kernelbench" else problem
-    with pytest.raises(UsageError, match=words):
+    with pytest.raises(KgenUsageError, match=words):
         evaluate(problem_arg, CANDIDATES / candidate if candidate != "missing.py" else candidate, CPU)
 
 
 def test_unknown_target_is_bad_usage():
     options = EvalOptions(device="cpu", targets=["h900x"])
-    with pytest.raises(UsageError, match="h900x"):
+    with pytest.raises(KgenUsageError, match="h900x"):
         evaluate(RELU, CANDIDATES / "relu_kernelbench_solution.py", options)
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kgen.evals.harness import EvalOptions, UsageError, evaluate
+from kgen.errors import KgenUsageError
+from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.problem.format import read_problem
 from kgen.evals.problem.policies import (
     Policies,
@@ -63,6 +64,6 @@ def test_tf32_loosens_only_fp32_tolerances():
 
 
 def test_a_bad_policy_flag_is_a_usage_error_before_anything_runs():
-    with pytest.raises(UsageError, match="unknown precision policy"):
+    with pytest.raises(KgenUsageError, match="unknown precision policy"):
         evaluate(FIXTURES / "problems" / "relu_kernelbench.py", FIXTURES / "candidates" / "control_relu_autotuned.py",
                  EvalOptions(device="cpu", precision="half"))

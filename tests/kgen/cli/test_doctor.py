@@ -57,6 +57,12 @@ def test_configured_targets_and_cuda_without_gpu_are_reported(home):
     assert any("no CUDA GPU" in issue for issue in d.issues)
 
 
+def test_the_plan_names_the_policies_a_run_sets(home):
+    assert not any("judged under" in line for line in collect_diagnosis(load_settings(), offline=True).plan)
+    d = collect_diagnosis(load_settings({"torch_ops": "library"}), offline=True)
+    assert "every candidate is judged under precision as each problem declares, torch ops library" in d.plan
+
+
 def test_env_key_shows_as_yes_env_and_never_its_text(home, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     # offline: a test never sends a key to a real provider (endpoints: test_doctor_endpoints.py)

@@ -67,6 +67,10 @@ def test_eval_rejects_with_exit_code_one_and_json_says_why():
         (["eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--target", "h900x"], "unknown hardware target 'h900x'"),
         (["eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--device", "tpu"], "--device must be"),
         (["problems", "show", "nope_problem"], "unknown problem"),
+        (["eval", RELU, str(CANDIDATES / "relu_kernelbench_solution.py"), "--precision", "half"],
+         "unknown precision policy 'half': choose ieee, tf32"),
+        (["bench", "--device", "cpu", "--torch-ops", "lenient"], "unknown torch ops policy 'lenient': choose strict, library"),
+        (["bench", "--device", "tpu"], "--device must be auto, cpu or cuda, not 'tpu'"),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_code_two(args, message):

@@ -113,6 +113,28 @@ def test_main_command_offline_on_a_cpu_then_runs_and_resume(home):
     assert sorted((run_dir / "candidates").glob("*/eval.json")) == evals
 
 
+@pytest.mark.slow
+def test_a_runs_policies_judge_every_candidate(home, tmp_path):
+    """`kgen "..." --precision tf32 --torch-ops library`: run.json keeps the policies, and every
+    evaluation was judged under them (the eval.json's ``policies``), not the catalog's strict."""
+    run_dir = tmp_path / "run"
+    out = kgen(home, "Triton softmax for H100", "--device", "cpu", "--precision", "tf32", "--torch-ops", "library",
+               "--no-persist", "--out", str(run_dir))
+    assert out.returncode == 0, out.stdout + out.stderr
+    options = json.loads((run_dir / "run.json").read_text())["options"]
+    assert (options["precision"], options["torch_ops"]) == ("tf32", "library")
+    evals = sorted((run_dir / "candidates").glob("*/eval.json"))
+    assert evals
+    for path in evals:
+        assert json.loads(path.read_text())["policies"] == {"precision": "tf32", "torch_ops": "library"}, path
+
+
+def test_a_bad_policy_is_one_error_line_exit_2_and_leaves_no_run(home):
+    out = kgen(home, "Triton softmax for H100", "--torch-ops", "lenient", timeout=300)
+    assert_one_line_usage_error(out, "torch_ops: expected one of strict, library, got 'lenient'")
+    assert runs_left(home) == []
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

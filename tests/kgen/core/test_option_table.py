@@ -20,14 +20,17 @@ from typer.testing import CliRunner
 
 import kgen
 import kgen.api
+import kgen.cli.option_flags
 import kgen.cli.run
 import kgen.core.option_table
 from kgen.agent.run_options import RunOptions
 from kgen.api import run_options
 from kgen.core.option_table import (
+    EVAL_OPTION_NAMES,
     OPTIONS,
     RUN_OPTION_NAMES,
     Option,
+    eval_option,
     option,
     render_default_config,
     toml_value,
@@ -168,7 +171,7 @@ def test_an_added_entry_appears_everywhere_without_another_edit():
 
     assert "# mutation_rate = 0.25" in render_default_config(table)
     assert "KGEN_MUTATION_RATE" in render_default_config(table)
-    parameters = {p.name: p for p in kgen.cli.run.run_option_parameters(options=table)}
+    parameters = {p.name: p for p in kgen.cli.option_flags.run_option_parameters(options=table)}
     assert parameters["mutation_rate"].default is None
     signature = kgen.api._generate_signature(table)
     assert signature.parameters["mutation_rate"].default is None
@@ -177,7 +180,7 @@ def test_an_added_entry_appears_everywhere_without_another_edit():
     def command(**options: Any) -> dict[str, Any]:
         return options
 
-    command.__signature__ = inspect.Signature(kgen.cli.run.run_option_parameters(options=table))
+    command.__signature__ = inspect.Signature(kgen.cli.option_flags.run_option_parameters(options=table))
     app = typer.Typer()
     app.command()(command)
     result = CliRunner().invoke(app, ["--mutation-rate", "0.5", "--budget", "4"], standalone_mode=False)
@@ -195,7 +198,7 @@ def test_an_added_entry_appears_everywhere_without_another_edit():
 def test_another_command_takes_the_same_run_options():
     """`kgen solve SUITE_DIR` style: its own argument and options, and every run option's flag."""
 
-    @kgen.cli.run.with_run_options(exclude={"problem"})
+    @kgen.cli.option_flags.with_run_options(exclude={"problem"})
     def solve(suite: Annotated[str, typer.Argument()], *,
               json_output: Annotated[bool, typer.Option("--json")] = False, **options: Any) -> Any:
         return suite, json_output, options
@@ -212,7 +215,8 @@ def test_another_command_takes_the_same_run_options():
     assert options["budget"] is None and options["persist"] is True
 
 
-@pytest.mark.parametrize("module", ["kgen.api", "kgen.cli.run", "kgen.core.settings", "kgen.agent.run_options"])
+@pytest.mark.parametrize("module", ["kgen.api", "kgen.cli.run", "kgen.cli.option_flags", "kgen.core.settings",
+                                    "kgen.agent.run_options"])
 def test_no_module_lists_the_options_by_hand(module):
     source = inspect.getsource(sys.modules[module])
     for name in (*NEW, "--islands", "--plateau", "--stop-at-sol", "llm_retries"):
@@ -317,3 +321,78 @@ def test_the_shipped_file_is_written_and_checked_by_python_m(tmp_path, monkeypat
 def test_replacing_an_entry_changes_its_rendering():
     changed = tuple(replace(o, default=20) if o.name == "budget" else o for o in OPTIONS)
     assert "# budget = 20" in render_default_config(changed)
+
+
+# -- one evaluation's options: EvalOptions, the policies of a run --------------------------------
+
+
+def test_eval_options_take_their_defaults_and_bounds_from_the_table():
+    from kgen.evals.harness import EvalOptions
+
+    defaults = EvalOptions()
+    for name in EVAL_OPTION_NAMES:
+        entry, field = eval_option(name), EvalOptions.model_fields[name]
+        assert getattr(defaults, name) == entry.default, name
+        bounds = {type(m).__name__.lower(): getattr(m, type(m).__name__.lower()) for m in field.metadata}
+        assert bounds == {k: v for k, v in (("ge", entry.ge), ("gt", entry.gt), ("le", entry.le)) if v is not None}
+    assert eval_option("timeout_s") is option("eval_timeout_s")
+
+
+def test_an_evaluations_own_options_are_no_setting_and_no_run_option():
+    from kgen.evals.harness import EvalOptions
+
+    for entry in OPTIONS:
+        if entry.scope == "evaluation":
+            assert entry.eval_field == entry.name and entry.run is None and not entry.flags, entry.name
+        if entry.eval_field:
+            assert entry.eval_field in EvalOptions.model_fields, entry.name
+    assert {"seeds", "n_seeds", "small_sizes", "distributions", "bench"} <= {
+        o.name for o in OPTIONS if o.scope == "evaluation"}
+    assert not {"seeds", "n_seeds", "small_sizes"} & (set(SETTING_NAMES) | set(RUN_OPTION_NAMES))
+
+
+def test_the_policy_names_are_the_verifiers():
+    from typing import get_args
+
+    from kgen.core.option_table import PRECISIONS, TORCH_OPS
+    from kgen.evals.problem.policies import Precision, TorchOps
+
+    assert PRECISIONS == tuple(p.value for p in Precision)
+    assert TORCH_OPS == tuple(t.value for t in TorchOps)
+    assert set(get_args(option("precision").annotation)[0].__args__) == set(PRECISIONS)
+
+
+def test_precision_and_torch_ops_are_options_of_a_run(home, captured, monkeypatch):
+    kgen_run("--precision", "tf32", "--torch-ops", "library")
+    assert (captured["options"].precision, captured["options"].torch_ops) == ("tf32", "library")
+    (home / "config.toml").write_text('torch_ops = "library"\n')
+    monkeypatch.setenv("KGEN_PRECISION", "tf32")
+    run, _ = run_options("softmax", {})
+    assert (run.precision, run.torch_ops) == ("tf32", "library")
+    assert RunOptions(request="softmax").precision is None  # an old run.json: each problem's own
+    assert "precision" in inspect.signature(kgen.generate).parameters
+    assert "# precision = " in render_default_config() and "# torch_ops = " in render_default_config()
+
+
+def test_the_agent_evaluates_with_the_runs_policies(tmp_path):
+    from kgen.agent.search.graph import agent_eval_options
+
+    options = agent_eval_options("cpu", "triton", "h100", full=True, train_check=False, timeout_s=60,
+                                 run_path=tmp_path, precision="tf32", torch_ops="library")
+    assert (options.precision, options.torch_ops) == ("tf32", "library")
+    assert agent_eval_options("cpu", "triton", "h100", full=True, train_check=False, timeout_s=60,
+                              run_path=tmp_path).precision is None
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--precision", "half"], "precision: expected one of ieee, tf32, got 'half'"),
+    (["--torch-ops", "lenient"], "torch_ops: expected one of strict, library, got 'lenient'"),
+])
+def test_a_bad_policy_for_a_run_is_one_line_exit_2(home, captured, args, message):
+    from kgen.cli.main import app
+
+    result = CliRunner().invoke(app, ["run", "Triton softmax", *args])
+    assert result.exit_code == 2 and "options" not in captured
+    assert [line for line in result.output.splitlines() if line.strip()] == [f"error: {message}"]
+    with pytest.raises(kgen.KgenUsageError, match=re.escape(message)):
+        kgen.generate("Triton softmax", **{args[0].lstrip("-").replace("-", "_"): args[1]})

@@ -1,0 +1,171 @@
+"""`kgen eval` (one candidate against a problem's fp64 reference) and `kgen bench` (a suite of
+problems, verified and then timed): the verifier from the command line.
+
+Their flags come from the option table (``kgen.core.evaluation_flags``: ``EVAL_FLAGS``,
+``BENCH_FLAGS``); each command receives them in ``**options``, named as ``EvalOptions``
+names its fields.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, get_args
+
+import typer
+from rich.markup import escape
+
+from kgen.backends.registry import backend_info
+from kgen.cli.option_flags import with_command_flags
+from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
+from kgen.core.option_table import option
+from kgen.errors import KgenUsageError
+
+#: where a candidate may run, as the option table declares it
+DEVICES: tuple[str, ...] = get_args(option("device").annotation)
+
+
+def check_device(device: str) -> None:
+    """`--device` arrives as text: one of ``DEVICES``, or bad usage (one line, exit 2)."""
+    if device not in DEVICES:
+        fail_usage(f"--device must be {', '.join(DEVICES[:-1])} or {DEVICES[-1]}, not '{device}'")
+
+
+@with_command_flags(EVAL_FLAGS)
+def eval_command(
+    problem: Annotated[str, typer.Argument(help="Catalog name or alias, or a KernelBench-format problem file.")],
+    candidate: Annotated[Path, typer.Argument(help="Python file defining ModelNew (KernelBench solution format).")],
+    **options: Any,
+) -> None:
+    """Verify one candidate kernel against a problem's fp64 reference, in a sandbox.
+
+    Exit code 0: passed; 1: rejected (the reason says why); 2: bad usage; 3: inconclusive
+    (kgen could not judge it here, e.g. the CPU interpreter cannot run what the kernel uses).
+    """
+    from kgen.cli.display import print_eval_result
+    from kgen.evals.harness import EvalOptions, evaluate
+
+    json_output = options.pop("json_output")
+    check_device(options["device"])
+    # a flag not given (None) leaves the field at its default, the table's
+    evaluation = EvalOptions(**{name: value for name, value in options.items() if value is not None})
+    try:
+        progress = None if json_output else (
+            lambda line: err_console.print(f"[dim]{escape(line)} …[/]", highlight=False, soft_wrap=True))
+        result = evaluate(problem, candidate, evaluation, progress=progress)
+    except KgenUsageError as exc:
+        if json_output:
+            print(_usage_json(exc.message))
+        fail_usage(exc.message)
+    if json_output:
+        print(result.model_dump_json(indent=2))
+    else:
+        print_eval_result(result, console)
+    raise typer.Exit(result.exit_code)
+
+
+@with_command_flags(BENCH_FLAGS)
+def bench_command(
+    suite: Annotated[
+        Path | None,
+        typer.Argument(help="A folder of problem files (a KernelBench level folder works). Default: the catalog."),
+    ] = None,
+    **options: Any,
+) -> None:
+    """Verify and time a suite of problems; report fast_p, geomean speedups and %SOL.
+
+    Every candidate goes through the verifier first; only verified kernels are timed
+    (on a GPU, against eager PyTorch and torch.compile, the same way, in the same process).
+
+    Examples:
+
+      kgen bench KernelBench/level1 --candidates my_solutions/level1
+
+      kgen bench --self-test KernelBench/level2 --out selftest-l2
+    """
+    import datetime
+    import shlex
+
+    from kgen.evals.harness import EvalOptions, evaluate, resolve_device
+    from kgen.evals.problem.policies import parse_precision, parse_torch_ops
+    from kgen.evals.suites.suite import (
+        discover_suite,
+        find_candidate,
+        row_from_result,
+        summarize,
+        write_suite_outputs,
+    )
+    from kgen.knowledge_base import SEED_KERNELS_DIR
+
+    out: Path = options["out"]
+    precision, torch_ops, no_verify = options["precision"], options["torch_ops"], options["no_verify"]
+    check_device(options["device"])
+    if suite is not None and not suite.is_dir():
+        fail_usage(f"suite folder not found: {suite}")
+    try:
+        info = backend_info(options["backend"])
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
+    candidates = options["candidates"] or SEED_KERNELS_DIR / info.name
+    if not candidates.is_dir():
+        fail_usage(f"candidates folder not found: {candidates}")
+    try:
+        resolved = resolve_device(options["device"])
+        infos = discover_suite(suite)
+    except KgenUsageError as exc:  # no GPU for --device cuda, a problem file kgen cannot read
+        fail_usage(exc.message)
+    except FileNotFoundError as exc:
+        fail_usage(str(exc))
+    if not infos:
+        fail_usage(f"no problem files in {suite}")
+    try:
+        for value, parse in ((precision, parse_precision), (torch_ops, parse_torch_ops)):
+            if value is not None:
+                parse(value)
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
+    if resolved != "cuda":
+        how = f"{info.label} interpreter" if info.runs_on_cpu else f"{info.label} kernels compiled, not run"
+        err_console.print(f"timings need a GPU: running verification only ({how})", highlight=False)
+        if no_verify:
+            fail_usage("--no-verify on a machine without a GPU leaves nothing to run")
+    evaluation = EvalOptions(
+        device=resolved, bench=resolved == "cuda" and not options["self_test"],
+        small_sizes=options["small_sizes"] or resolved == "cpu", timeout_s=options["timeout_s"],
+        n_seeds=1 if no_verify else 3, distributions=not no_verify, precision=precision,
+        torch_ops=torch_ops, prestart=True, backend=info.name,
+        # the problems' baselines and the device's figures, measured once for this run's output
+        baseline_cache_dir=str(out / "baselines"),
+    )
+    command = "kgen bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    if options["self_test"]:
+        from kgen.evals.suites.self_test import run_self_test
+
+        results = run_self_test(infos, evaluation, out, command.strip(),
+                                progress=lambda line: console.print(escape(line), highlight=False))
+        passed = sum(r.outcome == "passed" for r in results)
+        console.print(f"self-test: {passed} of {len(results)} passed; wrote {out / 'self_test.md'}", highlight=False)
+        raise typer.Exit(0 if passed == len(results) else 1)
+    rows = []
+    for number, info in enumerate(infos, 1):
+        candidate = find_candidate(info, candidates)
+        result = None
+        if candidate is not None:
+            err_console.print(f"[dim]\\[{number}/{len(infos)}] {escape(info.name)} ← {escape(candidate.name)} …[/]",
+                              highlight=False)
+            result = evaluate(info.path, candidate, evaluation)
+        row = row_from_result(result, info, candidate)
+        rows.append(row)
+        console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}"),
+                      highlight=False)
+    summary = summarize(rows)
+    paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
+    console.print(escape((out / "suite.md").read_text()) if (out / "suite.md").exists() else "", highlight=False)
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)
+
+
+def _usage_json(message: str) -> str:
+    import json
+
+    return json.dumps({"verdict": "bad_usage", "reason": message})
