@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from kgen.backends.device import Device
+
 if TYPE_CHECKING:
     from kgen.backends.targets import HardwareTarget
     from kgen.backends.tunables import Tunable
@@ -63,13 +65,13 @@ class Backend(Protocol):
     #: built): the evaluation then calls it once under :meth:`compile_during_calls`
     compiles_from_calls: bool
 
-    def prepare_process(self, device: str) -> None:
+    def prepare_process(self, device: Device) -> None:
         """Set up the process before the backend is imported (e.g. the CPU interpreter)."""
 
     def load_candidate(self, path: Path) -> types.ModuleType:
         """Import a candidate module from its file (kernels need their source on disk)."""
 
-    def warm_up(self, device: str) -> None:
+    def warm_up(self, device: Device) -> None:
         """Load what the first kernel launch would load (the GPU driver's libraries) before
         any candidate code runs: loading may start a helper process, which the sandbox refuses
         once candidate code is on the stack. A no-op where nothing needs loading."""
@@ -99,7 +101,7 @@ class Backend(Protocol):
         """Why ``exc``, raised while a candidate ran on the CPU, is the CPU emulation's limit and
         not the kernel's fault (a short reason), or None when the candidate itself failed."""
 
-    def device_emulation(self, device: str, target: HardwareTarget | None) -> AbstractContextManager | None:
+    def device_emulation(self, device: Device, target: HardwareTarget | None) -> AbstractContextManager | None:
         """What the candidate's code sees of the GPU on a run without one (``torch.cuda`` queries
         answered as ``target`` would), entered only while candidate code runs; None: nothing."""
 

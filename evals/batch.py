@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kgen.evals.harness import EvalOptions, _child_spec, evaluate, resolve_device
+from kgen.backends.device import Device, resolve_device
+from kgen.evals.harness import EvalOptions, _child_spec, evaluate
 from kgen.evals.result import EvalResult
 from kgen.evals.sandbox import worker_pool
 
@@ -36,12 +37,12 @@ from kgen.evals.sandbox import worker_pool
 SPARES_READY_WAIT_S = 60.0
 
 
-def default_workers(device: str) -> int:
+def default_workers(device: Device) -> int:
     """Verifier processes at once in the verification phase: on a GPU, one per three host
     cores (each compiles kernels and runs Python checks, and spares start beside them), at
     most 6; on the CPU one (the interpreter is the work, and parallel runs would only share
     the cores)."""
-    if not device.startswith("cuda"):
+    if not device.is_gpu:
         return 1
     return max(1, min(6, (os.cpu_count() or 3) // 3))
 
@@ -87,8 +88,9 @@ def evaluate_batch(
     stop = stop or (lambda: False)
     on_start = on_start or (lambda index: None)
     device = resolve_device(options.device)
+    options = options.model_copy(update={"device": device})  # resolved once for the whole batch
     if two_phase is None:
-        two_phase = options.bench and len(candidates) >= 2 and device.startswith("cuda")
+        two_phase = options.bench and len(candidates) >= 2 and device.is_gpu
     if not two_phase:
         return _one_by_one(problem, candidates, options, on_result, stop, on_start)
     workers = workers or default_workers(device)

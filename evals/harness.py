@@ -13,10 +13,10 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kgen.backends.device import Device, DeviceOption, resolve_device
 from kgen.core.config import compiler_cache_dir
 from kgen.core.option_table import evaluation_field
 from kgen.core.version import __version__
@@ -44,7 +44,8 @@ class EvalOptions(BaseModel):
     flags, ``kgen.evaluate`` keywords, a run's settings) take their defaults and bounds from
     ``kgen.core.option_table`` (``evaluation_field``); the others are the callers' own."""
 
-    device: Literal["auto", "cpu", "cuda"] = evaluation_field("device")
+    #: the person's word, or a device resolved once by the caller (a run, a batch): passed on as it is
+    device: DeviceOption = evaluation_field("device")
     backend: str = evaluation_field("backend")
     targets: list[str] = evaluation_field("targets")
     #: targets compiled for as well, whose failure is recorded (``EvalResult.compiles_for``) and
@@ -79,16 +80,6 @@ class EvalOptions(BaseModel):
     #: a folder where the baselines' timings are kept for the run (the agent's run directory):
     #: measured once per problem, sizes and device, not once per candidate; None measures afresh
     baseline_cache_dir: str | None = None
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise KgenUsageError("--device cuda: no CUDA GPU is visible to torch on this machine")
-    return device
 
 
 def _validate_targets(names: list[str]) -> list[str]:
@@ -136,7 +127,7 @@ def evaluate(
         worker_pool.prestart(spec)  # the next evaluation's spare starts up while this one runs
     workdir = spare.workdir if spare is not None else new_workdir()
     try:
-        size_device = "cpu" if options.small_sizes else device
+        size_device = Device.CPU if options.small_sizes else device
         plan = verification_size_plan(info, size_device)
         # The candidate may write only inside box/; the request and the report live beside it.
         box = workdir / "box"
@@ -210,7 +201,7 @@ def evaluate(
     return result
 
 
-def _child_spec(options: EvalOptions, device: str) -> worker_pool.WorkerSpec:
+def _child_spec(options: EvalOptions, device: Device) -> worker_pool.WorkerSpec:
     """The verifier child's kind: how it is started cold, and what a spare must match."""
     from kgen.backends.registry import backend_info
 
@@ -223,10 +214,10 @@ def _child_spec(options: EvalOptions, device: str) -> worker_pool.WorkerSpec:
     )
 
 
-def _probe_sizes(info: ProblemInfo, first: dict[str, int], device: str) -> dict[str, int] | None:
+def _probe_sizes(info: ProblemInfo, first: dict[str, int], device: Device) -> dict[str, int] | None:
     """On the CPU the small sizes are too short for a narrow accumulator to show:
     the problem's probe sizes lengthen the reduction. A GPU runs the real sizes."""
-    if device != "cpu" or not info.probe_sizes:
+    if device.is_gpu or not info.probe_sizes:
         return None
     free = {k: v for k, v in first.items() if k not in info.derived_sizes}
     return consistent_sizes(info.path, {**free, **info.probe_sizes})
@@ -291,7 +282,7 @@ def _apply_outcome(
     stage = next((name for name in stages if name not in done), stages[-1])
     passed = [t for t in report.trials if t.passed]
     advancing = heartbeat_age_s is not None and heartbeat_age_s <= PROGRESS_WINDOW_S
-    if outcome.timed_out and result.device == "cpu" and (advancing or (passed and not _looks_hung(report, timeout_s))):
+    if outcome.timed_out and not result.device.is_gpu and (advancing or (passed and not _looks_hung(report, timeout_s))):
         # Slow in the interpreter, not hung: its kernels were still advancing, or it had been
         # returning right answers at a steady pace.
         result.verdict, result.inconclusive = Verdict.INCONCLUSIVE, InconclusiveCause.CPU_TIME_LIMIT

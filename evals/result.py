@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from kgen.backends.base import KernelReport
+from kgen.backends.device import Device
 from kgen.evals.problem.memory_plan import MemoryReport
 from kgen.evals.problem.policies import Policies
 from kgen.evals.timing.bench_result import BenchResult
@@ -77,7 +78,7 @@ class EvalResult(VerifierReport):
     problem_path: str
     candidate: str
     backend: str
-    device: str
+    device: Device
     targets: list[str] = Field(default_factory=list)
     verdict: Verdict
     #: the policies the candidate was judged under (``evals/problem/policies.py``)

@@ -19,6 +19,6 @@ if [ "$what" != scripted ]; then
   python3 -m kgen.cli kb list --problem rmsnorm_backward
 fi
 if [ "$what" != offline ]; then
-  TRITON_INTERPRET=0 python3 -m pytest -q -p no:cacheprovider -m gpu -s "$root/tests/agent/test_run_with_models.py" \
+  TRITON_INTERPRET=0 python3 -m pytest -q -p no:cacheprovider -m gpu -s "$root/tests/agent/runs/test_run_with_models.py" \
     --rootdir "$root" -c "$root/pyproject.toml" 2>&1 | tail -15
 fi

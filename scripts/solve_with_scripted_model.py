@@ -1,6 +1,6 @@
 """`kgen solve` over KernelBench files with a scripted model: the suite path on a GPU, no API key.
 
-A loopback server speaking the OpenAI protocol (the test suite's, ``tests/agent/llm_server.py``)
+A loopback server speaking the OpenAI protocol (the test suite's, ``tests/support/llm_server.py``)
 answers every request for a kernel with the solution kept for that problem in
 ``tests/fixtures/kernelbench_solutions/level1_<problem>.py`` (prose, no code, for a problem
 without one), so `kgen solve` runs its real path (the openai SDK, verification, timing,

@@ -33,6 +33,7 @@ from kgen.agent.runs.single_run import (
 )
 from kgen.agent.runs.summary import BestKernel, RunSummary
 from kgen.agent.search.graph import Progress, RunError
+from kgen.errors import KgenUsageError
 
 #: the key of run.json that makes a run folder a run over several backends
 PLAN_KEY = "backends"
@@ -103,7 +104,7 @@ def _run_each(run: RunDirectory, options: RunOptions, backends: list[str], *, ru
                     validate_options(backend_options, api_keys)
                     summaries[backend] = start_single_run(backend_options, runs_dir=runs_dir, out=child,
                                                           progress=tagged, api_keys=api_keys)
-            except RunError as exc:
+            except KgenUsageError as exc:
                 failures[backend] = str(exc)
                 tagged(f"failed: {exc}")
             except (KeyboardInterrupt, SystemExit) as exc:

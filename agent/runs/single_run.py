@@ -17,37 +17,28 @@ from kgen.agent.run_options import RunOptions
 from kgen.agent.runs.summary import RunSummary, write_outputs
 from kgen.agent.search.graph import Progress, RunError, Runner, execute, usable_backend
 from kgen.agent.search.state import RunState
+from kgen.errors import KgenUsageError
 
 
 def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None) -> None:
     """Bad input caught before a run directory exists: an empty or unreadable request (offline,
     where the matcher reads it), bad model strings, missing keys, unknown targets."""
-    from kgen.agent.llm.models import ModelSpecError, parse_model
+    from kgen.agent.llm.models import parse_model
     from kgen.agent.llm.providers import choose_api_key
     from kgen.agent.spec.catalog_matcher import parse_request
-    from kgen.agent.spec.kernel_spec import SpecError
-    from kgen.backends.targets import DEFAULT_TARGET, UnknownTargetError, resolve_target
+    from kgen.backends.targets import DEFAULT_TARGET, resolve_target
 
     if not options.request.strip() and not options.problem_file:
         raise RunError("empty request: say what kernel you want, e.g. kgen \"Triton RMSNorm backward for H100\"")
     for model in options.models:
-        try:
-            spec = parse_model(model)
-        except ModelSpecError as exc:
-            raise RunError(str(exc)) from exc
+        spec = parse_model(model)
         choice = choose_api_key(spec, (api_keys or {}).get(spec.provider))
         if choice.key is None:
             raise RunError(choice.missing_message(spec.label))
     if options.offline and not options.problem_file:
-        try:
-            parse_request(options.request, default_target=DEFAULT_TARGET)
-        except SpecError as exc:
-            raise RunError(str(exc)) from exc
+        parse_request(options.request, default_target=DEFAULT_TARGET)
     for target in options.targets:
-        try:
-            resolve_target(target)
-        except UnknownTargetError as exc:
-            raise RunError(exc.message) from exc
+        resolve_target(target)
     if options.backend:  # else the request names it: checked once the spec is read
         usable_backend(options.backend, list(options.targets))
 
@@ -103,7 +94,7 @@ def start_single_run(options: RunOptions, *, runs_dir: Path, out: Path | None = 
                    "parameters for the target (configure models with `kgen config`)")
     try:
         return _finish(runner, resume=False, runs_dir=runs_dir)
-    except RunError as exc:
+    except KgenUsageError as exc:
         if not run.holds_results():
             # nothing was produced (bad request, unreachable store): leave no husk behind
             shutil.rmtree(run.path, ignore_errors=True)

@@ -18,17 +18,13 @@ from kgen.agent.runs.single_run import (
     validate_options,
 )
 from kgen.agent.runs.summary import RunSummary
-from kgen.agent.search.graph import Progress, RunError
+from kgen.agent.search.graph import Progress
 
 
 def _requested_backends(request: str) -> list[str]:
-    from kgen.agent.spec.kernel_spec import SpecError
     from kgen.agent.spec.request_scan import requested_backends
 
-    try:
-        return requested_backends(request)
-    except SpecError as exc:
-        raise RunError(str(exc)) from exc
+    return requested_backends(request)
 
 
 def start_run(options: RunOptions, *, runs_dir: Path, out: Path | None = None,

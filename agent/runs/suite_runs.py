@@ -81,8 +81,6 @@ from kgen.agent.run_directory import (
     LOCK_FILE,
     RUN_FILE,
     RunDirectory,
-    RunInUseError,
-    RunNotFoundError,
     write_atomic,
 )
 from kgen.agent.run_options import RunOptions
@@ -101,6 +99,7 @@ from kgen.agent.runs.suite_state import (
     relative_path,
 )
 from kgen.agent.search.graph import Progress, RunError
+from kgen.backends.device import resolve_device
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.suites.suite import (
@@ -279,7 +278,7 @@ class _Suite:
                 self.save()
             self.say(f"[{position}/{total}] {entry.name}: interrupted; `kgen solve` with the same --out resumes it")
             raise
-        except (RunError, RunInUseError, RunNotFoundError, FileExistsError) as exc:
+        except (KgenUsageError, FileExistsError) as exc:  # a bad problem, a run in use or not found
             self._failed(entry, str(exc))
         except Exception as exc:  # one problem's bug or broken file never stops the suite
             with open(self.out / LOG_FILE, "a") as handle:
@@ -407,15 +406,6 @@ def _select(infos: Sequence[ProblemInfo], only: list[str] | None) -> list[Proble
     return [info for info in infos if info.name in chosen]
 
 
-def _resolve_device(template: RunOptions) -> str:
-    from kgen.evals.harness import resolve_device
-
-    try:
-        return resolve_device(template.device)
-    except KgenUsageError as exc:
-        raise SuiteError(str(exc)) from exc
-
-
 def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int = 1,
                 progress: Progress | None = None, api_keys: dict[str, str] | None = None,
                 only: list[str] | None = None, command: str | None = None) -> SuiteOutcome:
@@ -449,7 +439,7 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
     # bad models, keys or targets fail once, before any run directory exists
     validate_options(template.model_copy(update={"request": infos[0].name,
                                                  "problem_file": str(infos[0].path)}), api_keys)
-    device = _resolve_device(template)
+    device = resolve_device(template.device)  # once for the suite: how many problems run at once
     options = template.model_dump(mode="json", exclude={"request", "problem_file"})
 
     try:
@@ -512,7 +502,7 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
                   + (f" ({len(added)} new in the folder: {', '.join(added)})" if added and earlier else ""))
         for line in skipped_lines:
             suite.say(line)
-        if device == "cuda":
+        if device.is_gpu:
             workers = 1
             suite.say("local executor with a GPU: problems run one at a time (timings need the GPU to themselves)"
                       + (f"; --jobs {jobs} ignored" if jobs > 1 else ""))

@@ -17,6 +17,7 @@ from kgen.agent.candidates import CandidateRecord, apply_result, best_for, descr
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
 from kgen.agent.search.state import RunState
+from kgen.backends.device import Device
 from kgen.knowledge_base.schema import Timing
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def _module_text(record: CandidateRecord, source: str, summary_line: str) -> str
     return header + source
 
 
-def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, device: str) -> RunSummary:
+def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, device: Device) -> RunSummary:
     """The run's summary from its final state and the evaluations in its directory; writes
     each target's winner as a module (``best_<target>.py``) on the way."""
     from kgen.evals.problem.catalog import resolve_problem
@@ -131,7 +132,7 @@ def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, de
         no_code=sum(r.status == "no_code" for r in records),
         usage=state.usage.model_dump(mode="json"),
     )
-    if device == "cpu" and summary.backend:
+    if not device.is_gpu and summary.backend:
         summary.notes.append(no_gpu_note(summary.backend))
     for target, winner in state.winners.items():
         record = next(r for r in records if r.id == winner.candidate)
@@ -142,7 +143,7 @@ def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, de
         module.write_text(_module_text(record, source, describe(record)))
         note = ""
         if record.time_on(target) is None:
-            note = ("not timed: no GPU here" if device == "cpu"
+            note = ("not timed: no GPU here" if not device.is_gpu
                     else f"timed on {record.device_name or 'this GPU'}, not on {target}")
         summary.best[target] = BestKernel(
             **Timing.model_validate(record.model_dump(include=set(Timing.model_fields))).model_dump(),
@@ -163,7 +164,7 @@ def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, de
     return summary
 
 
-def write_outputs(run: RunDirectory, state: RunState, *, options: RunOptions, device: str,
+def write_outputs(run: RunDirectory, state: RunState, *, options: RunOptions, device: Device,
                   say: Callable[[str], None]) -> RunSummary:
     """The run's outputs from its final state: ``summary.json``, ``usage.json`` and the best
     kernel per target as a module; ``say`` gets the closing line."""

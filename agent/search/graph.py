@@ -33,6 +33,7 @@ from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions, local_targe
 from kgen.agent.search.archive import SearchArchive
 from kgen.agent.search.policy import plan_generation, split_budget, stop_reason
 from kgen.agent.search.state import RunState, TaskInput, Winner, open_checkpointer
+from kgen.backends.device import Device, resolve_device
 from kgen.errors import KgenUsageError
 
 if TYPE_CHECKING:
@@ -55,22 +56,19 @@ class _NoSpecReply(Exception):
 
 
 def usable_backend(backend: str, targets: list[str]) -> dict:
-    """The run's backend and targets by their canonical names, or a RunError a person can act
-    on: an unknown backend (listing the known ones), its toolchain not installed (naming the
-    install command), or a target it cannot compile for (naming those it can)."""
-    from kgen.backends.registry import BackendUnavailableError, UnknownBackendError, require_usable
-    from kgen.backends.targets import UnknownTargetError, resolve_target
+    """The run's backend and targets by their canonical names, or a usage error a person can
+    act on: an unknown backend (listing the known ones), its toolchain not installed (naming
+    the install command), or a target it cannot compile for (naming those it can)."""
+    from kgen.backends.registry import require_usable
+    from kgen.backends.targets import resolve_target
 
-    try:
-        hardware = list({resolve_target(t).name: resolve_target(t) for t in targets}.values())
-        name = require_usable(backend, hardware)
-    except (UnknownBackendError, BackendUnavailableError, UnknownTargetError) as exc:
-        raise RunError(exc.message) from exc
+    hardware = list({resolve_target(t).name: resolve_target(t) for t in targets}.values())
+    name = require_usable(backend, hardware)
     resolved = [t.name for t in hardware]
     return {"backend": name, "targets": resolved}
 
 
-def agent_eval_options(device: str, backend: str, target: str, *, full: bool, train_check: bool,
+def agent_eval_options(device: Device, backend: str, target: str, *, full: bool, train_check: bool,
                        timeout_s: float, run_path: Path, precision: str | None = None,
                        torch_ops: str | None = None):
     """How the agent evaluates a candidate: on a GPU, candidates are screened at the small size
@@ -83,9 +81,9 @@ def agent_eval_options(device: str, backend: str, target: str, *, full: bool, tr
         device=device,
         backend=backend,
         targets=[target],
-        small_sizes=device == "cuda" and not full,
+        small_sizes=device.is_gpu and not full,
         n_seeds=3 if full else 2,
-        bench=device == "cuda",
+        bench=device.is_gpu,
         train_check=train_check and full,
         timeout_s=timeout_s,
         precision=precision,
@@ -107,7 +105,7 @@ class Runner:
         self.started = time.monotonic()
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()  # produce branches run in parallel threads
-        self._device: str | None = None
+        self._device: Device | None = None
         self._spec_usage = UsageLedger()
 
     # -- helpers ---------------------------------------------------------------------
@@ -117,14 +115,11 @@ class Runner:
         self.progress(line)
 
     @property
-    def device(self) -> str:
+    def device(self) -> Device:
+        """The run's device, resolved once (the first time a node needs it) and passed typed to
+        every evaluation; "cuda" without a GPU stops the run with a usage error."""
         if self._device is None:
-            from kgen.evals.harness import resolve_device
-
-            try:
-                self._device = resolve_device(self.options.device)
-            except KgenUsageError as exc:
-                raise RunError(str(exc)) from exc
+            self._device = resolve_device(self.options.device)
         return self._device
 
     def out_of_time(self) -> bool:
@@ -163,7 +158,6 @@ class Runner:
 
     def spec(self, state: RunState) -> dict:
         from kgen.agent.spec.catalog_matcher import parse_request
-        from kgen.agent.spec.kernel_spec import SpecError
         from kgen.agent.spec.model_reader import parse_request_with_model
         from kgen.backends.targets import DEFAULT_TARGET
         from kgen.evals.problem.catalog import resolve_problem
@@ -171,22 +165,17 @@ class Runner:
 
         options = self.options
         default = local_target() or DEFAULT_TARGET
-        try:
-            if options.problem_file:
-                spec = parse_request(options.request, default_target=default,
-                                     problem_file=options.problem_file)
-            elif options.offline:
+        if options.problem_file:
+            spec = parse_request(options.request, default_target=default, problem_file=options.problem_file)
+        elif options.offline:
+            spec = parse_request(options.request, default_target=default)
+        else:
+            # a model reads the request (checked against the catalog and the targets)
+            try:
+                spec = parse_request_with_model(options.request, self._complete_json, default_target=default)
+            except _NoSpecReply as exc:
                 spec = parse_request(options.request, default_target=default)
-            else:
-                # a model reads the request (checked against the catalog and the targets)
-                try:
-                    spec = parse_request_with_model(options.request, self._complete_json,
-                                                    default_target=default)
-                except _NoSpecReply as exc:
-                    spec = parse_request(options.request, default_target=default)
-                    spec.notes.insert(0, f"{exc}: the request was read by the matcher")
-        except SpecError as exc:
-            raise RunError(str(exc)) from exc
+                spec.notes.insert(0, f"{exc}: the request was read by the matcher")
         if spec.needs_reference_problem:
             spec = spec.model_copy(update={"problem": str(self._write_reference_problem(spec.operation))})
         if options.targets:
@@ -301,7 +290,7 @@ class Runner:
         slot: a run that knew a good kernel must never end with none."""
         options = self.options
         remeasures = len(state.baselines)
-        if options.offline and self.device == "cpu":
+        if options.offline and not self.device.is_gpu:
             return [max(min(options.budget, CPU_OFFLINE_VARIANTS + 1), remeasures)]
         return split_budget(options.budget, options.generations, remeasures=remeasures)
 
@@ -439,13 +428,10 @@ class Runner:
 
         for target in dict.fromkeys(r.target for r in todo):
             group = [i for i, r in enumerate(todo) if r.target == target]
-            try:
-                evaluate_batch(state.spec.problem, [self.run.candidate_source(todo[i].id) for i in group],
-                               self.eval_options(state.spec, target, full=self.device == "cpu"),
-                               on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
-                               stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
-            except KgenUsageError as exc:
-                raise RunError(str(exc)) from exc
+            evaluate_batch(state.spec.problem, [self.run.candidate_source(todo[i].id) for i in group],
+                           self.eval_options(state.spec, target, full=not self.device.is_gpu),
+                           on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
+                           stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
         if left := sum(1 for r in todo if r.id not in results):
             self.say(f"time limit reached: {left} candidate(s) not evaluated")
         for record in pending:
@@ -489,7 +475,7 @@ class Runner:
         stop = stop_reason(
             archive, self.options, generation=generation, planned_generations=len(self.budget_plan(state)),
             evaluated=len(records), out_of_time=self.out_of_time(), cost_usd=state.usage.total_cost_usd,
-            cpu_offline=self.options.offline and self.device == "cpu",
+            cpu_offline=self.options.offline and not self.device.is_gpu,
         )
         if stop:
             self.say(f"stopping: {stop}")
@@ -519,7 +505,7 @@ class Runner:
     def _final_result(self, spec: KernelSpec, record: CandidateRecord) -> EvalResult:
         from kgen.evals.harness import evaluate
 
-        if self.device == "cpu":
+        if not self.device.is_gpu:
             return self.load_eval(record.id)  # the CPU plan is already the full one
         cached = self.load_eval(record.id, "final_eval.json")
         if cached is not None:
@@ -555,7 +541,7 @@ class Runner:
 
 def _stops_when_kgen_does(node: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The node, after a check that no ending signal has come: one whose exception Python
-    swallowed where it landed (process_lifecycle) still stops the run before its next step."""
+    swallowed where it landed (``evals/sandbox/lifecycle.py``) still stops the run before its next step."""
     from kgen.evals.sandbox.lifecycle import raise_if_ending
 
     @functools.wraps(node)

@@ -16,12 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.backends.device import Device
 from kgen.backends.module_loading import load_module_from_file
 from kgen.backends.targets import DEFAULT_TARGET, HardwareTarget, resolve_target
-
-
-def _on_cpu(device: str) -> bool:
-    return device.split(":", 1)[0].strip().lower() == "cpu"
 
 
 class CuteBackend:
@@ -35,17 +32,14 @@ class CuteBackend:
         #: targets every recorded call is compiled for (``compile_during_calls``)
         self._compile_targets: list[HardwareTarget] = []
 
-    def prepare_process(self, device: str) -> None:
+    def prepare_process(self, device: Device) -> None:
         """The compile cache only in kgen's folder for it (``BackendInfo.cache_env``; the
         sandbox refuses writes elsewhere), and on a CPU an architecture for the candidate's
         own ``cute.compile`` calls (no GPU to ask)."""
-        kind = device.split(":", 1)[0].strip().lower()
-        if kind not in ("cpu", "cuda", "gpu"):
-            raise ValueError(f"unknown device {device!r} for the cute backend (expected 'cpu' or 'cuda')")
         if not os.environ.get("CUTE_DSL_CACHE_DIR"):
             # no cache folder of kgen's: none at all (the DSL's default is a shared /tmp folder)
             os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
-        if kind == "cpu":
+        if not device.is_gpu:
             from kgen.backends.cute.arch import cute_arch
 
             os.environ.setdefault("CUTE_DSL_ARCH", cute_arch(resolve_target(DEFAULT_TARGET)))
@@ -56,7 +50,7 @@ class CuteBackend:
     def load_candidate(self, path: Path) -> types.ModuleType:
         return load_module_from_file(Path(path))
 
-    def warm_up(self, device: str) -> None:
+    def warm_up(self, device: Device) -> None:
         """Compile one tiny kernel: the DSL's first compile loads its compiler libraries and
         starts their threads, which must not happen inside the candidate's first call."""
         from kgen.backends.cute.warm_up import compile_tiny_kernel
@@ -121,9 +115,9 @@ class CuteBackend:
         the emulation's limit."""
         return None
 
-    def device_emulation(self, device: str, target: HardwareTarget | None) -> AbstractContextManager | None:
+    def device_emulation(self, device: Device, target: HardwareTarget | None) -> AbstractContextManager | None:
         """On the CPU, ``torch.cuda.*`` answered as ``target`` would (``backends/cpu_devices.py``)."""
-        if not _on_cpu(device):
+        if device.is_gpu:
             return None
         from kgen.backends.cpu_devices import gpu_idioms_on_cpu
 

@@ -15,6 +15,8 @@ import cutlass.cute as cute
 import torch
 from cutlass.cute.runtime import from_dlpack
 
+from kgen.backends.device import Device
+
 
 @cute.kernel
 def _fill(out: cute.Tensor, value: cutlass.Float32):
@@ -28,9 +30,9 @@ def _launch(out: cute.Tensor, value: cutlass.Float32):
     _fill(out, value).launch(grid=(1, 1, 1), block=(32, 1, 1))
 
 
-def compile_tiny_kernel(device: str) -> None:
-    on_gpu = device.split(":", 1)[0] in ("cuda", "gpu")
-    out = torch.zeros(32, device=device if on_gpu else "cpu")
+def compile_tiny_kernel(device: Device) -> None:
+    on_gpu = device.is_gpu
+    out = torch.zeros(32, device=device.value)
     with tempfile.TemporaryDirectory() as scratch:
         compiled = cute.compile(_launch, from_dlpack(out), cutlass.Float32(1.0),
                                 options=f"--keep-cubin --dump-dir {Path(scratch)}")

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.backends.device import Device
 from kgen.backends.module_loading import load_module_from_file
 from kgen.backends.targets import HardwareTarget
 from kgen.backends.tunables import Tunable
@@ -21,30 +22,27 @@ class TritonBackend:
     #: launch records carry what cross-compiling needs (``cross_compile.py``)
     compiles_from_calls = False
 
-    def prepare_process(self, device: str) -> None:
+    def prepare_process(self, device: Device) -> None:
         """Choose Triton's mode for this process; call it before anything imports triton.
 
-        ``device`` "cpu" sets ``TRITON_INTERPRET=1`` (kernels run in Triton's CPU
-        interpreter, patched by ``interpreter_compat`` to run GPU-style code); "cuda" (or "cuda:N", "hip", "gpu") removes it. Triton reads
+        On the CPU this sets ``TRITON_INTERPRET=1`` (kernels run in Triton's CPU
+        interpreter, patched by ``interpreter_compat`` to run GPU-style code); on a GPU
+        (CUDA or ROCm: torch calls both "cuda") it removes it. Triton reads
         the variable when ``@triton.jit`` decorates a function, and decorates its
         own library (``tl.sum``, ``tl.cdiv``, ...) when ``triton.language`` is
         first imported, so setting it later is too late: if triton is already
         imported in the other mode this raises ``RuntimeError``.
         """
-        kind = device.split(":", 1)[0].strip().lower()
-        if kind == "cpu":
+        want_interpret = not device.is_gpu
+        if want_interpret:
             os.environ["TRITON_INTERPRET"] = "1"
-            want_interpret = True
-        elif kind in ("cuda", "hip", "gpu", "rocm"):
-            os.environ.pop("TRITON_INTERPRET", None)
-            want_interpret = False
         else:
-            raise ValueError(f"unknown device {device!r} for the triton backend (expected 'cpu' or 'cuda')")
+            os.environ.pop("TRITON_INTERPRET", None)
         mode = _imported_mode()
         if mode is not None and mode != want_interpret:
             have = "the CPU interpreter" if mode else "GPU (JIT) mode"
             raise RuntimeError(
-                f"triton was imported in {have} before prepare_process({device!r}); "
+                f"triton was imported in {have} before prepare_process({device.value!r}); "
                 "call prepare_process before importing triton (or torch modules that import it)"
             )
         if want_interpret:
@@ -65,20 +63,20 @@ class TritonBackend:
 
         return record_launches(execute, on_skip)
 
-    def device_emulation(self, device: str, target: HardwareTarget | None) -> AbstractContextManager | None:
+    def device_emulation(self, device: Device, target: HardwareTarget | None) -> AbstractContextManager | None:
         """On the CPU: ``x.is_cuda``, ``device="cuda"``, ``torch.cuda.*`` answered as one GPU of
         ``target`` (default H100) would (``backends/cpu_devices.py``)."""
-        if device.split(":", 1)[0].strip().lower() != "cpu":
+        if device.is_gpu:
             return None
         from kgen.backends.cpu_devices import gpu_idioms_on_cpu
 
         return gpu_idioms_on_cpu(target)
 
-    def warm_up(self, device: str) -> None:
+    def warm_up(self, device: Device) -> None:
         """On a GPU, Triton's driver utilities: building them looks libcuda up with
         ``ldconfig -p`` (cached for the process), which would otherwise happen inside the
         candidate's first launch, a subprocess the sandbox refuses there."""
-        if device.split(":", 1)[0] in ("cuda", "hip", "gpu", "rocm"):
+        if device.is_gpu:
             from triton.runtime import driver
 
             driver.active.utils  # noqa: B018 - the property builds and loads the utilities

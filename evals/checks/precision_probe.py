@@ -27,7 +27,7 @@ accumulator, error ratio) for one probe at several sizes; when given with at
 least two distinct counts, the error at the most contributions must exceed
 the error at the fewest.
 
-Measured with plain-torch emulations (``tests/evals/test_precision_probe.py``),
+Measured with plain-torch emulations (``tests/evals/checks/test_precision_probe.py``),
 rel-L2 error against the fp64 reference, bf16 outputs unless noted:
 
 * running row sum over 4096 terms, 32 rows: bf16 accumulator 7.7e-2 on normal

@@ -63,6 +63,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from kgen.backends.device import Device
 from kgen.evals.problem.format import ProblemError, ProblemInfo, consistent_sizes
 from kgen.evals.problem.size_constants import base_name
 
@@ -326,7 +327,7 @@ def long_axes(info: ProblemInfo, base: Mapping[str, int], movable: Iterable[str]
     return found
 
 
-def verification_size_plan(info: ProblemInfo, device: str) -> list[SizeSet]:
+def verification_size_plan(info: ProblemInfo, device: Device) -> list[SizeSet]:
     """Every size set to verify at, first the one the others are compared with.
 
     Each set is complete and consistent: derived constants (``N = B * S``) are
@@ -334,7 +335,7 @@ def verification_size_plan(info: ProblemInfo, device: str) -> list[SizeSet]:
     """
     free = free_size_names(info)
     movable = movable_sizes(info)
-    if device == "cpu":
+    if not device.is_gpu:
         explicit = dict(info.small_sizes or {})
         halved = info.cpu_sizes()
         base = _consistent(info, {**{k: halved[k] for k in free}, **explicit}, explicit)
@@ -365,7 +366,7 @@ def verification_size_plan(info: ProblemInfo, device: str) -> list[SizeSet]:
     return unique
 
 
-def verification_size_sets(info: ProblemInfo, device: str) -> list[dict[str, int]]:
+def verification_size_sets(info: ProblemInfo, device: Device) -> list[dict[str, int]]:
     """The sizes of :func:`verification_size_plan`, as ``load_problem`` takes them."""
     return [size_set.sizes for size_set in verification_size_plan(info, device)]
 

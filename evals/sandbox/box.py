@@ -1,7 +1,7 @@
 """A box for untrusted candidate code: a child process that can only cost itself.
 
 The child gets a hard wall-clock timeout (its whole process group is killed),
-a registration that ends it with kgen (``process_lifecycle.py``: signal handlers, a
+a registration that ends it with kgen (``lifecycle.py``: signal handlers, a
 parent-death signal and a watchdog), an environment built from an allow-list with anything that looks like a
 credential removed, a fresh temporary working directory as its HOME and
 TMPDIR, resource limits (no core dumps, bounded file size, bounded address

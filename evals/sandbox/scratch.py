@@ -1,7 +1,7 @@
 """Verifier working directories, named after the kgen process that made them.
 
 A kgen killed outright (SIGKILL: no ``finally``, no ``atexit``) leaves its verifiers' boxes in
-the temporary folder; its verifiers end by themselves (``process_lifecycle.py``), the folders
+the temporary folder; its verifiers end by themselves (``lifecycle.py``), the folders
 do not. Each folder's name carries its owner's pid and start time, so the next kgen removes
 those whose owner is gone, and never one of a kgen still running.
 """

@@ -1,7 +1,7 @@
 """Warm verifier processes: a spare child started ahead of need, so the next evaluation skips
 the child's start-up (importing torch and triton, and on a GPU creating the CUDA context).
 
-A spare is started exactly as a cold child is (``sandbox.start_boxed``: the same scrubbed
+A spare is started exactly as a cold child is (``box.start_boxed``: the same scrubbed
 environment, resource limits, network namespace and a box directory of its own), but with
 ``--wait``: it does the start-up work, then reads one JSON line from stdin carrying its real
 arguments and runs as a cold child would. The evaluation that takes it copies the candidate
@@ -14,7 +14,7 @@ cold child would get now (an environment variable changed, other limits) is neve
 
 Spares are started from one long-lived thread: Linux's parent-death signal fires when the
 *thread* that forked the child ends, so a spare started from a short-lived worker thread
-would be killed with it. Spares are registered with ``process_lifecycle`` like every boxed
+would be killed with it. Spares are registered with ``lifecycle`` like every boxed
 child (a signal to kgen, or kgen's death, ends them) and removed, directory included, at exit.
 """
 
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgen.backends.device import Device
 from kgen.evals.sandbox.box import READY_FILE, SandboxLimits, Spare, child_environment, start_boxed
 from kgen.evals.sandbox.scratch import new_workdir
 
@@ -56,7 +57,7 @@ class WorkerSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     module: str = "kgen.evals.verifier.child"
-    device: str
+    device: Device
     backend: str
     extra_env: dict[str, str] = Field(default_factory=dict)
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
@@ -72,7 +73,7 @@ class WorkerSpec(BaseModel):
         return (self.module, self.device, self.backend, environment, tuple(sorted(fixed.items())))
 
     def wait_args(self) -> list[str]:
-        return [WAIT_FLAG, self.device, self.backend]
+        return [WAIT_FLAG, self.device.value, self.backend]
 
 
 class _Pool:
@@ -243,7 +244,7 @@ def starts_during_run(spec: WorkerSpec, timed: bool) -> bool:
     context (device memory the run's memory plan counted as free): beside a timed run or a GPU
     run it would perturb what is measured or judged. A CPU run times nothing, so overlapping
     hides the whole start-up even when evaluations follow each other with no pause."""
-    return not timed and spec.device == "cpu"
+    return not timed and not spec.device.is_gpu
 
 
 def take(spec: WorkerSpec) -> Spare | None:
@@ -272,7 +273,7 @@ def wait_for_arguments(wait_args: Sequence[str], stdin=None) -> list[str] | None
     ``wait_args`` is ``[device, backend]``. The backend prepares the process before anything
     imports triton (on the CPU the interpreter is chosen at import). None when kgen closed
     stdin without a request (the spare was discarded)."""
-    device, backend = wait_args
+    device, backend = Device(wait_args[0]), wait_args[1]
     import importlib
 
     from kgen.backends.registry import backend_info, get_backend
@@ -282,9 +283,9 @@ def wait_for_arguments(wait_args: Sequence[str], stdin=None) -> list[str] | None
 
     for toolchain in backend_info(backend).requires:
         importlib.import_module(toolchain)  # the same first-import work the cold child does
-    if device.startswith("cuda"):
+    if device.is_gpu:
         torch.cuda.init()  # the driver and torch's CUDA state; no context is made yet
-        torch.cuda.synchronize(device)  # the device's primary context, which the run reuses
+        torch.cuda.synchronize(device.value)  # the device's primary context, which the run reuses
     import torch._dynamo  # noqa: F401 - the first op under kgen's torch-op recorder imports it (1-4 s)
 
     from kgen.evals.problem.memory_plan import warm_meta

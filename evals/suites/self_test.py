@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from kgen.backends.device import Device, resolve_device
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.result import EvalResult
@@ -59,7 +60,7 @@ def row_from(info: ProblemInfo, result: EvalResult) -> SelfTestRow:
     )
 
 
-def earlier_rows(out: Path, device: str) -> dict[str, SelfTestRow]:
+def earlier_rows(out: Path, device: Device) -> dict[str, SelfTestRow]:
     """Rows an earlier run of the same self-test wrote (``ROWS_FILE``), by problem name: those of
     this device kind only (a CPU row says nothing about the GPU's memory), the last per problem.
     A line that cannot be read is skipped: that problem is judged again."""
@@ -78,7 +79,7 @@ def earlier_rows(out: Path, device: str) -> dict[str, SelfTestRow]:
     return rows
 
 
-def render(rows: Sequence[SelfTestRow], command: str, device: str) -> str:
+def render(rows: Sequence[SelfTestRow], command: str, device: Device) -> str:
     passed = sum(r.outcome == "passed" for r in rows)
     lines = [f"# Harness self-test ({device})", "", f"Command: `{command}`", "",
              f"{passed} of {len(rows)} problems passed with their own reference as the candidate.", "",
@@ -103,9 +104,10 @@ def run_self_test(
     A problem judged by an earlier run into the same ``out`` on the same kind of device, from
     the same file, keeps its row (marked in the progress line) and is not run again. A run
     kgen itself cut short (a signal, its exit) leaves no row: the next run judges it."""
-    options = options.model_copy(update={"reference_self_test": True})
+    device = resolve_device(options.device)  # once for the suite; each row says where it ran
+    options = options.model_copy(update={"reference_self_test": True, "device": device})
     out.mkdir(parents=True, exist_ok=True)
-    kept = earlier_rows(out, options.device)
+    kept = earlier_rows(out, device)
     rows: list[SelfTestRow] = []
     with tempfile.TemporaryDirectory(prefix="kgen-self-test-") as folder:
         for number, info in enumerate(infos, 1):
@@ -117,9 +119,9 @@ def run_self_test(
                     break  # kgen is stopping: nothing to say about this problem or the rest
                 row = row_from(info, result)
                 with (out / ROWS_FILE).open("a") as rows_file:
-                    rows_file.write(json.dumps({"device": options.device, "row": row.model_dump()}) + "\n")
+                    rows_file.write(json.dumps({"device": device.value, "row": row.model_dump()}) + "\n")
             rows.append(row)
-            (out / "self_test.md").write_text(render(rows, command, options.device))
+            (out / "self_test.md").write_text(render(rows, command, device))
             if progress is not None:
                 progress(f"[{number}/{len(infos)}] {info.name:40s} {row.outcome:12s} {row.seconds:6.1f} s "
                          f"{'(kept from an earlier run) ' if earlier else ''}{row.reason[:80]}")

@@ -109,7 +109,7 @@ def open_context(request: ChildRequest, report_path: Path) -> VerifierContext:
     from kgen.evals.checks.memory_report import DeviceMemory
     from kgen.evals.sandbox.guard import CandidateGuard
 
-    device = torch.device(request.device)
+    device = torch.device(request.device.value)
     memory = DeviceMemory(torch, device, request.problem_path)
     candidate_path = Path(request.candidate_path)
     cache_env = backend_info(request.backend).cache_env
@@ -143,7 +143,7 @@ def _warm_up(ctx: VerifierContext) -> None:
     (torch.randn(512, 512) @ torch.randn(512, 512)).sum().item()
     if ctx.device.type == "cuda":
         torch.ones(1, device=ctx.device).sum().item()
-    ctx.backend.warm_up(str(ctx.device))
+    ctx.backend.warm_up(ctx.request.device)
 
 
 def save_report(ctx: VerifierContext) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from kgen.backends.device import Device
 from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.evals.problem.policies import Policies
 from kgen.evals.result import VerifierReport
@@ -27,7 +28,7 @@ class ChildRequest(BaseModel):
     problem_path: str
     candidate_path: str
     backend: str = DEFAULT_BACKEND
-    device: str = "cpu"
+    device: Device = Device.CPU
     seeds: list[int]
     size_sets: list[dict[str, int]]
     #: indices of size sets kgen made up: skipped, not failed, if the reference cannot run them

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from kgen.backends.device import Device
 from kgen.cli.terminal import console, fail_usage
 from kgen.errors import KgenUsageError
 
@@ -65,7 +66,7 @@ def problems_show(
         from kgen.evals.problem.size_sets import verification_size_plan
 
         try:
-            plans = {device: verification_size_plan(info, device) for device in ("cpu", "cuda")}
+            plans = {device.value: verification_size_plan(info, device) for device in Device}
         except KgenUsageError as exc:
             fail_usage(exc.message)
         console.print(size_table(info, plans))

@@ -87,7 +87,8 @@ def bench_command(
     import datetime
     import shlex
 
-    from kgen.evals.harness import EvalOptions, evaluate, resolve_device
+    from kgen.backends.device import resolve_device
+    from kgen.evals.harness import EvalOptions, evaluate
     from kgen.evals.problem.policies import parse_precision, parse_torch_ops
     from kgen.evals.suites.suite import (
         discover_suite,
@@ -131,8 +132,8 @@ def bench_command(
         if no_verify:
             fail_usage("--no-verify on a machine without a GPU leaves nothing to run")
     evaluation = EvalOptions(
-        device=resolved, bench=resolved == "cuda" and not options["self_test"],
-        small_sizes=options["small_sizes"] or resolved == "cpu", timeout_s=options["timeout_s"],
+        device=resolved, bench=resolved.is_gpu and not options["self_test"],
+        small_sizes=options["small_sizes"] or not resolved.is_gpu, timeout_s=options["timeout_s"],
         n_seeds=1 if no_verify else 3, distributions=not no_verify, precision=precision,
         torch_ops=torch_ops, prestart=True, backend=info.name,
         # the problems' baselines and the device's figures, measured once for this run's output

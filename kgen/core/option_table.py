@@ -35,6 +35,7 @@ from pydantic import Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic.types import StringConstraints
 
+from kgen.backends.device import DeviceChoice
 from kgen.backends.registry import DEFAULT_BACKEND, all_backend_info, known_backends
 from kgen.backends.targets import DEFAULT_TARGET
 
@@ -256,7 +257,7 @@ Example:
   targets = ["h100", "mi300x"]""",
     ),
     Option(
-        name="device", annotation=Literal["auto", "cpu", "cuda"], default="auto", section=WHAT,
+        name="device", annotation=DeviceChoice, default="auto", section=WHAT,
         expected="one of auto, cpu, cuda", flags=("--device",), eval_field="device",
         help="Where candidates run: auto, cpu or cuda.",
         doc="""\

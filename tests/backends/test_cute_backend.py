@@ -9,6 +9,7 @@ import torch
 from kgen.backends.cute.arch import UnsupportedTargetError, cute_arch
 from kgen.backends.cute.compile import readable_name, shared_limit_bytes
 from kgen.backends.cute.features import strategy_features
+from kgen.backends.device import Device
 from kgen.backends.module_loading import load_module_from_file
 from kgen.backends.registry import get_backend
 from kgen.backends.targets import resolve_target
@@ -22,8 +23,8 @@ CUTE = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "cute"
 @pytest.fixture(scope="module")
 def prepared():
     first = get_backend("cute")
-    first.prepare_process("cpu")
-    first.warm_up("cpu")
+    first.prepare_process(Device.CPU)
+    first.warm_up(Device.CPU)
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from kgen.backends.device import Device
 from kgen.backends.registry import get_backend
 
-get_backend("triton").prepare_process("cpu")
+get_backend("triton").prepare_process(Device.CPU)
 
 import triton  # noqa: E402 - after prepare_process
 import triton.language as tl  # noqa: E402
@@ -216,8 +217,8 @@ def test_gpu_idioms_are_mapped_only_inside_and_nest():
 def test_the_candidate_guard_switches_the_idioms_with_it(tmp_path):
     from kgen.backends.triton.backend import TritonBackend
 
-    guard = CandidateGuard(tmp_path / "candidate.py", [tmp_path], TritonBackend().device_emulation("cpu", None))
-    assert TritonBackend().device_emulation("cuda", None) is None
+    guard = CandidateGuard(tmp_path / "candidate.py", [tmp_path], TritonBackend().device_emulation(Device.CPU, None))
+    assert TritonBackend().device_emulation(Device.CUDA, None) is None
     with guard:
         assert torch.cuda.is_available()
         with guard:  # the child enters the guard re-entrantly

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from kgen.backends.device import Device
 from kgen.backends.registry import get_backend
 
-get_backend("triton").prepare_process("cpu")
+get_backend("triton").prepare_process(Device.CPU)
 
 import triton  # noqa: E402 - after prepare_process
 import triton.language as tl  # noqa: E402

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from kgen.backends.base import Backend, KernelLaunch
+from kgen.backends.device import Device
 from kgen.backends.registry import UnknownBackendError, get_backend
 from kgen.backends.targets import resolve_target
 from kgen.backends.triton import cross_compile as xc
@@ -104,7 +105,7 @@ def _copy(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
 @pytest.fixture(scope="module")
 def backend():
     b = get_backend("triton")
-    b.prepare_process("cpu")
+    b.prepare_process(Device.CPU)
     return b
 
 
@@ -158,7 +159,7 @@ def test_unknown_backend_lists_known():
 
 def test_prepare_process_cpu_sets_interpret(backend, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    backend.prepare_process("cpu")
+    backend.prepare_process(Device.CPU)
     assert os.environ["TRITON_INTERPRET"] == "1"
 
 
@@ -167,14 +168,15 @@ def test_prepare_process_refuses_a_mode_switch_after_import(backend, monkeypatch
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(RuntimeError, match="before prepare_process"):
-        backend.prepare_process("cuda")
+        backend.prepare_process(Device.CUDA)
 
 
 def test_prepare_process_cuda_unsets_interpret_in_a_fresh_process():
     code = (
         "import os\n"
+        "from kgen.backends.device import Device\n"
         "from kgen.backends.registry import get_backend\n"
-        "get_backend('triton').prepare_process('cuda')\n"
+        "get_backend('triton').prepare_process(Device.CUDA)\n"
         "assert 'TRITON_INTERPRET' not in os.environ\n"
         "import triton.language.standard as s\n"
         "print(type(s.cdiv).__name__)\n"
@@ -410,9 +412,10 @@ def test_resource_parsers():
 
 GPU_CHECK = r'''
 import json, sys, torch
+from kgen.backends.device import Device
 from kgen.backends.registry import get_backend
 from kgen.backends.targets import resolve_target
-b = get_backend("triton"); b.prepare_process("cuda")
+b = get_backend("triton"); b.prepare_process(Device.CUDA)
 m = b.load_candidate(sys.argv[1])
 x = torch.randn(512, 4096, dtype=torch.bfloat16, device="cuda")
 args = (torch.randn_like(x), x, torch.randn(4096, dtype=torch.bfloat16, device="cuda"), torch.rand(512, device="cuda"))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kgen.backends.device import Device
 from kgen.evals.batch import default_workers, evaluate_batch, merge_timing
 from kgen.evals.harness import EvalOptions
 from kgen.evals.result import EvalResult
@@ -62,9 +63,9 @@ def test_a_timing_that_rejects_or_cannot_finish_decides_the_verdict(verdict, fie
 
 def test_workers_follow_the_host_cores_on_a_gpu_and_stay_one_on_the_cpu(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 16)
-    assert default_workers("cuda") == 5 and default_workers("cpu") == 1
+    assert default_workers(Device.CUDA) == 5 and default_workers(Device.CPU) == 1
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert default_workers("cuda") == 1
+    assert default_workers(Device.CUDA) == 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

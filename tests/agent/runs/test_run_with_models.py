@@ -56,7 +56,7 @@ def test_three_generations_against_openai_and_anthropic(tmp_path, llm_server, ho
     assert summary.candidates == 7 and sorted({r["generation"] for r in records.values()}) == [0, 1, 2]
     kinds = sorted(r["kind"] for r in records.values())
     # which operators get the later slots is the search policy's choice (recent success per
-    # island; tests/agent/test_scripted_lineage.py follows a crossover): here every model task
+    # island; tests/agent/runs/test_scripted_lineage.py follows a crossover): here every model task
     # is one of them, and the rejected kernel is fixed
     assert {"generate", "improve", "fix"} <= set(kinds) <= {"generate", "improve", "fix", "crossover"}
     # the cheating and the wrong kernel are rejected for the right reasons

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kgen.backends.device import Device
 from kgen.evals.problem.format import CPU_SIZE_CAP, load_problem, read_problem
 from kgen.evals.problem.size_constants import (
     base_name,
@@ -282,7 +283,7 @@ def test_problems_show_table_lists_each_element_with_its_values():
     from kgen.evals.problem.size_sets import verification_size_plan
 
     info = read_problem(FIXTURES / "kb_26_convtranspose3d_add_hardswish.py")
-    plans = {"cuda": verification_size_plan(info, "cuda")}
+    plans = {"cuda": verification_size_plan(info, Device.CUDA)}
     console = Console(width=200, record=True)
     console.print(size_table(info, plans))
     lines = console.export_text().splitlines()

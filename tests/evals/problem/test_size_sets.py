@@ -7,6 +7,7 @@ import textwrap
 import pytest
 import torch
 
+from kgen.backends.device import Device
 from kgen.evals.problem.catalog import catalog
 from kgen.evals.problem.format import ProblemError, load_problem, read_problem
 from kgen.evals.problem.size_sets import (
@@ -78,18 +79,18 @@ def _is_power_of_two(v: int) -> bool:
 
 def test_cpu_plan_moves_every_constant_up_down_to_one_and_past_its_default(tmp_path):
     info = _write(tmp_path, TOY.replace("{fixed}", "[]"))
-    plan = {s.origin: s for s in verification_size_plan(info, "cpu")}
+    plan = {s.origin: s for s in verification_size_plan(info, Device.CPU)}
     # N = B * S is derived: recomputed in every set (info.cpu_sizes() keeps N = 512)
     assert plan["small"].sizes == {"B": 2, "S": 32, "N": 64, "D": 24, "K": 3}
     assert plan["grown"].sizes == {"B": 3, "S": 33, "N": 99, "D": 25, "K": 5}  # K = 3 moves too now
     assert plan["shrunk"].sizes == {"B": 1, "S": 31, "N": 31, "D": 23, "K": 1}
     assert plan["ones"].sizes == {"B": 1, "S": 1, "N": 1, "D": 1, "K": 1}
-    beyond = [s.sizes for s in verification_size_plan(info, "cpu") if s.origin == "beyond_default"]
+    beyond = [s.sizes for s in verification_size_plan(info, Device.CPU) if s.origin == "beyond_default"]
     # every constant the small set shrank is taken past its default once, the others small
     assert {"B": 9, "S": 32, "N": 288, "D": 24, "K": 3} in beyond
     assert {"B": 2, "S": 65, "N": 130, "D": 24, "K": 3} in beyond
     assert {"B": 2, "S": 32, "N": 64, "D": 129, "K": 3} in beyond
-    for size_set in verification_size_plan(info, "cpu"):
+    for size_set in verification_size_plan(info, Device.CPU):
         problem = load_problem(info.path, size_set.sizes)
         assert problem.sizes == size_set.sizes
         problem.model_class()(*problem.get_inputs())  # consistent: the shape assertion holds
@@ -100,7 +101,7 @@ def test_cpu_plan_moves_every_constant_up_down_to_one_and_past_its_default(tmp_p
 
 def test_cuda_sets_are_defaults_extras_and_generated_moves(tmp_path):
     info = _write(tmp_path, TOY.replace("{fixed}", "['D']"))
-    sets = verification_size_sets(info, "cuda")
+    sets = verification_size_sets(info, Device.CUDA)
     assert sets[0] == {"B": 8, "S": 64, "N": 512, "D": 128, "K": 3}
     assert sets[1] == {"B": 8, "S": 1000, "N": 8000, "D": 128, "K": 3}
     assert sets[2] == {"B": 9, "S": 65, "N": 585, "D": 128, "K": 5}  # D fixed; the rest grow
@@ -112,7 +113,7 @@ def test_cuda_sets_are_defaults_extras_and_generated_moves(tmp_path):
 def test_a_fixed_size_that_is_not_a_size_constant_is_an_error(tmp_path):
     info = _write(tmp_path, TOY.replace("{fixed}", "['HEAD_DIM']"))
     with pytest.raises(ProblemError, match="KGEN_FIXED_SIZES names HEAD_DIM"):
-        verification_size_sets(info, "cpu")
+        verification_size_sets(info, Device.CPU)
 
 
 def test_axis_indices_are_never_moved(tmp_path):
@@ -139,14 +140,14 @@ def test_axis_indices_are_never_moved(tmp_path):
             return [reduce_dim]
     """)
     assert movable_sizes(info) == ["batch_size", "dim1"]
-    for size_set in verification_size_plan(info, "cpu"):
+    for size_set in verification_size_plan(info, Device.CPU):
         assert size_set.sizes["reduce_dim"] == 1
     assert long_axes(info, info.cpu_sizes(), movable_sizes(info)) == {"dim1"}  # the reduced axis
 
 
 def test_nothing_to_move_gives_no_duplicate_set(tmp_path):
     info = _write(tmp_path, TOY.replace("{fixed}", "['B', 'S', 'D', 'K']"))
-    assert [s.origin for s in verification_size_plan(info, "cpu")] == ["small"]
+    assert [s.origin for s in verification_size_plan(info, Device.CPU)] == ["small"]
 
 
 def test_moved_values_differ_and_grown_ones_are_odd():
@@ -166,7 +167,7 @@ def _numel(problem) -> int:
 @pytest.mark.parametrize("info", catalog(), ids=lambda info: info.name)
 def test_every_catalog_reference_runs_on_its_generated_cpu_sets(info):
     small = load_problem(info.path, info.cpu_sizes())
-    for size_set in verification_size_plan(info, "cpu"):
+    for size_set in verification_size_plan(info, Device.CPU):
         if size_set.origin in ("small", "beyond_default"):
             continue
         problem = load_problem(info.path, size_set.sizes)
@@ -184,14 +185,14 @@ def test_every_catalog_reference_runs_on_its_generated_cpu_sets(info):
 def test_plan_uses_the_declared_fixed_sizes_once_the_catalog_has_them():
     for info in catalog():
         declared = fixed_sizes(info)
-        for size_set in verification_size_plan(info, "cpu"):
+        for size_set in verification_size_plan(info, Device.CPU):
             if size_set.generated:
                 assert all(size_set.sizes[name] == info.cpu_sizes()[name] for name in declared)
 
 
 def test_cpu_beyond_default_sets_stay_affordable_for_the_interpreter():
     for info in catalog():
-        for size_set in verification_size_plan(info, "cpu"):
+        for size_set in verification_size_plan(info, Device.CPU):
             if size_set.origin == "beyond_default":
                 moved = [k for k in size_set.sizes if size_set.sizes[k] != info.cpu_sizes()[k]]
                 assert len(moved) >= 1
@@ -210,7 +211,7 @@ def test_rope_needs_its_head_dim_fixed():
 
 def test_cuda_grown_sets_stay_close_to_the_defaults():
     for info in catalog():
-        grown = [s.sizes for s in verification_size_plan(info, "cuda") if s.origin == "grown"]
+        grown = [s.sizes for s in verification_size_plan(info, Device.CUDA) if s.origin == "grown"]
         for sizes in grown:
             growth = math.prod(sizes[k] / info.sizes[k] for k in sizes if info.sizes[k])
             assert 1.0 < growth < 2.5, (info.name, sizes)
@@ -252,7 +253,7 @@ TUPLES = """
 
 def test_tuple_elements_move_together_and_fall_back_by_name(tmp_path):
     info = _write(tmp_path, TUPLES)
-    plan = {s.origin: s for s in verification_size_plan(info, "cuda")}
+    plan = {s.origin: s for s in verification_size_plan(info, Device.CUDA)}
     grown = plan["grown"].sizes
     assert (grown["kernel_size[0]"], grown["kernel_size[1]"]) == (5, 5)  # a square kernel stays square
     assert (grown["stride[0]"], grown["stride[1]"]) == (3, 1)  # a unit step stays one
@@ -273,7 +274,7 @@ def test_axis_tuples_broadcast_ones_and_value_bounds_never_move(tmp_path):
     assert "broadcast" in reasons["bias_shape[1]"] and "derived" in reasons["bias_shape[0]"]
     assert "bound" in reasons["hardtanh_max"]
     assert "hardtanh_min" not in info.sizes and "scale" not in info.sizes
-    for device in ("cpu", "cuda"):
+    for device in Device:
         for size_set in verification_size_plan(info, device):
             for key in ("dims[0]", "dims[1]", "sum_dim", "hardtanh_max", "bias_shape[1]", "stride[1]"):
                 assert size_set.sizes[key] == info.sizes[key], (device, size_set.origin, key)
@@ -281,7 +282,7 @@ def test_axis_tuples_broadcast_ones_and_value_bounds_never_move(tmp_path):
 
 def test_derived_tuple_elements_follow_their_base_in_every_set(tmp_path):
     info = _write(tmp_path, TUPLES)
-    for device in ("cpu", "cuda"):
+    for device in Device:
         for size_set in verification_size_plan(info, device):
             assert size_set.sizes["bias_shape[0]"] == size_set.sizes["out_channels"]
             problem = load_problem(info.path, size_set.sizes)
@@ -317,13 +318,13 @@ def test_derived_constants_keep_their_relation_on_the_cpu_and_when_moved(tmp_pat
             return [in_channels, groups]
     """)
     assert free_size_names(info) == ["M", "in_channels"]
-    for device in ("cpu", "cuda"):
+    for device in Device:
         for size_set in verification_size_plan(info, device):
             sizes = size_set.sizes
             assert sizes["K"] == 2 * sizes["M"] and sizes["groups"] == sizes["in_channels"], (device, size_set)
             for fallback in size_set.fallbacks:
                 assert fallback["K"] == 2 * fallback["M"] and fallback["groups"] == fallback["in_channels"]
-    cpu = {s.origin: s.sizes for s in verification_size_plan(info, "cpu")}
+    cpu = {s.origin: s.sizes for s in verification_size_plan(info, Device.CPU)}
     assert cpu["small"] == {"M": 128, "K": 256, "in_channels": 128, "groups": 128}
     problem = load_problem(info.path, cpu["grown"])
     problem.model_class(*problem.get_init_inputs())(*problem.get_inputs())
@@ -333,13 +334,13 @@ def test_a_fixed_tuple_name_fixes_every_element(tmp_path):
     body = TUPLES + "\n    KGEN_FIXED_SIZES = ['kernel_size']\n"
     info = _write(tmp_path, body)
     assert fixed_sizes(info) == ["kernel_size[0]", "kernel_size[1]"]
-    for size_set in verification_size_plan(info, "cuda"):
+    for size_set in verification_size_plan(info, Device.CUDA):
         assert (size_set.sizes["kernel_size[0]"], size_set.sizes["kernel_size[1]"]) == (3, 3)
     info = _write(tmp_path, TUPLES + "\n    KGEN_FIXED_SIZES = ['stride[0]']\n", name="one.py")
     assert fixed_sizes(info) == ["stride[0]"]
     info = _write(tmp_path, TUPLES + "\n    KGEN_FIXED_SIZES = ['kernel']\n", name="typo.py")
     with pytest.raises(ProblemError, match="KGEN_FIXED_SIZES names kernel"):
-        verification_size_sets(info, "cpu")
+        verification_size_sets(info, Device.CPU)
 
 
 def test_a_long_axis_in_a_tuple_is_shrunk_and_then_taken_past_its_default(tmp_path):
@@ -365,7 +366,7 @@ def test_a_long_axis_in_a_tuple_is_shrunk_and_then_taken_past_its_default(tmp_pa
         def get_init_inputs():
             return [dim]
     """)
-    plan = verification_size_plan(info, "cpu")
+    plan = verification_size_plan(info, Device.CPU)
     assert plan[0].sizes == {"batch_size": 128, "input_shape[0]": 128, "dim": 1}
     beyond = [s.sizes for s in plan if s.origin == "beyond_default"]
     # The scanned axis goes past its default; the other constants give way to the CPU element budget.

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kgen.backends.device import Device
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.size_sets import verification_size_plan
 from kgen.evals.verifier.context import VerifierContext, open_context
@@ -40,7 +41,7 @@ def open_verifier(tmp_path: Path) -> Iterator[OpenVerifier]:
         shutil.copyfile(candidate, boxed)
         fields = {
             "problem_path": str(info.path), "candidate_path": str(boxed), "workdir": str(box), "seeds": [7],
-            "size_sets": [verification_size_plan(info, "cpu")[0].sizes], "distributions": False,
+            "size_sets": [verification_size_plan(info, Device.CPU)[0].sizes], "distributions": False,
             "policies": info.policies(None, None), **request,
         }
         return open_context(ChildRequest(**fields), tmp_path / "report.json")

@@ -1,7 +1,7 @@
 """`kgen solve SUITE_DIR` as a person runs it: the table at the end, exit codes, resuming.
 
 The suite runner itself (parallel CPU runs, resume rules, scripted models) is tested in
-tests/agent/test_suite_runs.py; here the command: its flags, what it prints, what it exits.
+tests/agent/runs/test_suite_runs.py; here the command: its flags, what it prints, what it exits.
 """
 
 from __future__ import annotations
