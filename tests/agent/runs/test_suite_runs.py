@@ -28,6 +28,7 @@ from scripted_run import fenced
 from kgen.agent.run_options import RunOptions
 from kgen.agent.runs.suite_runs import SuiteError, solve_suite
 from kgen.agent.runs.suite_state import SuiteRun
+from kgen.backends.device import Device
 
 # one test process runs the module: one seeded knowledge base for the module
 pytestmark = pytest.mark.xdist_group("suite_runs")
@@ -307,7 +308,7 @@ def test_problems_run_at_once_only_where_no_gpu_is_timing(tmp_path, monkeypatch,
 
     fake = _FakeRuns()
     monkeypatch.setattr(kgen.agent.runs.start, "start_run", fake.start_run)
-    monkeypatch.setattr(kgen.agent.runs.suite_runs, "_resolve_device", lambda template: device)
+    monkeypatch.setattr(kgen.agent.runs.suite_runs, "resolve_device", lambda requested: Device(device))
     monkeypatch.setitem(sys.modules, "kgen.agent.runs.html_report", None)
     lines: list[str] = []
     outcome = solve_suite(SUITE, RunOptions(request=""), out=tmp_path / "out", jobs=3, progress=lines.append)
