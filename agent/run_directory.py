@@ -33,6 +33,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
+from kgen.evals.result import EvalResult
+from kgen.evals.sandbox.lifecycle import is_running, start_ticks, verifiers_of
+
 if TYPE_CHECKING:
     from kgen.evals.result import EvalResult
 from kgen.errors import KgenUsageError
@@ -135,7 +138,6 @@ class RunDirectory:
     def load_eval(self, candidate_id: str, name: str = "eval.json") -> EvalResult | None:
         """A candidate's saved evaluation (``eval.json``; ``final_eval.json``: the winner's
         full-size verification on a GPU); None when there is none."""
-        from kgen.evals.result import EvalResult
 
         path = self.candidate_dir(candidate_id) / name
         if not path.is_file():
@@ -168,7 +170,6 @@ class RunDirectory:
         A lock whose process is gone (killed, crashed) is taken over, once the verifiers that
         process started have ended: after a SIGKILL of kgen they end by themselves within a
         second, and one still running would verify a candidate beside the resumed run."""
-        from kgen.evals.sandbox.lifecycle import is_running, start_ticks, verifiers_of
 
         path = self.file(LOCK_FILE)
         held = _read_lock(path)

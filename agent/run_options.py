@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from kgen.backends.targets import UnknownTargetError, resolve_target
 from kgen.core.option_table import OPTIONS, pydantic_fields
 
 #: without a GPU, tuned variants cannot be ranked (no timings), so offline runs on a CPU
@@ -43,8 +44,6 @@ class RunOptions(create_model("RunOptionFields", __base__=_RunOwnOptions, __modu
 def local_target() -> str | None:
     """The kgen target of the local GPU, if there is one kgen knows."""
     import torch
-
-    from kgen.backends.targets import UnknownTargetError, resolve_target
 
     if not torch.cuda.is_available():
         return None

@@ -17,6 +17,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from kgen.backends.device import Device, DeviceOption, resolve_device
+from kgen.backends.registry import backend_info, require_usable
+from kgen.backends.targets import resolve_target
 from kgen.core.config import compiler_cache_dir
 from kgen.core.option_table import evaluation_field
 from kgen.core.version import __version__
@@ -83,15 +85,11 @@ class EvalOptions(BaseModel):
 
 
 def _validate_targets(names: list[str]) -> list[str]:
-    from kgen.backends.targets import resolve_target
-
     return [resolve_target(name).name for name in names]
 
 
 def _validate_backend(name: str, targets: list[str]) -> None:
     """A backend kgen knows, whose toolchain is installed, and that compiles for the targets."""
-    from kgen.backends.registry import require_usable
-    from kgen.backends.targets import resolve_target
 
     require_usable(name, [resolve_target(t) for t in targets])
 
@@ -203,7 +201,6 @@ def evaluate(
 
 def _child_spec(options: EvalOptions, device: Device) -> worker_pool.WorkerSpec:
     """The verifier child's kind: how it is started cold, and what a spare must match."""
-    from kgen.backends.registry import backend_info
 
     cache_env = backend_info(options.backend).cache_env
     cache = compiler_cache_dir(backend_info(options.backend).name)

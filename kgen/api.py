@@ -12,7 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from kgen.agent.run_options import RunOptions
+from kgen.core.evaluation_flags import EVAL_FLAGS
+from kgen.core.option_table import EVAL_OPTION_NAMES, OPTIONS, RUN_OPTION_NAMES, eval_option
+from kgen.core.settings import load_settings
+from kgen.core.validation_errors import validation_message
 from kgen.errors import KgenUsageError
+from kgen.evals.harness import EvalOptions
+from kgen.evals.harness import evaluate as run_evaluation
 
 if TYPE_CHECKING:
     from kgen.agent.run_options import RunOptions
@@ -34,11 +41,6 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
     import difflib
 
     from pydantic import ValidationError
-
-    from kgen.agent.run_options import RunOptions
-    from kgen.core.option_table import OPTIONS, RUN_OPTION_NAMES
-    from kgen.core.settings import load_settings
-    from kgen.core.validation_errors import validation_message
 
     chosen = {**(choices or {}), **more}
     unknown = sorted(set(chosen) - set(RUN_OPTION_NAMES))
@@ -116,7 +118,6 @@ def _generate_signature(options: Sequence[Option] | None = None) -> inspect.Sign
     """``generate``'s signature as ``inspect.signature``, IDEs and ``help()`` show it: the
     request, then every run option of ``kgen.core.option_table`` keyword-only (None = as
     configured; a run-only option at its default), then ``progress``."""
-    from kgen.core.option_table import OPTIONS
 
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
@@ -138,8 +139,6 @@ def _options_doc() -> str:
     """One line per option for ``help(kgen.generate)``, from the same table."""
     import textwrap
 
-    from kgen.core.option_table import OPTIONS
-
     lines = ["", "    Options (config-file keys and details: ``kgen config --default``):"]
     for entry in OPTIONS:
         if entry.run is not None:
@@ -152,9 +151,6 @@ def _evaluate_options_doc() -> str:
     """One line per option of one evaluation for ``help(kgen.evaluate)``, from the same table:
     what its `kgen eval` flag says, and its default."""
     import textwrap
-
-    from kgen.core.evaluation_flags import EVAL_FLAGS
-    from kgen.core.option_table import EVAL_OPTION_NAMES, eval_option
 
     helps = {flag.name: flag.help_text() for flag in EVAL_FLAGS}
     lines = ["", "    Options:"]
@@ -179,10 +175,6 @@ def evaluate(problem: str | Path, candidate: str | Path, **options: Any) -> Eval
     An unknown option is a ``KgenUsageError``.
     """
     from pydantic import ValidationError
-
-    from kgen.core.validation_errors import validation_message
-    from kgen.evals.harness import EvalOptions
-    from kgen.evals.harness import evaluate as run_evaluation
 
     unknown = sorted(set(options) - set(EvalOptions.model_fields))
     if unknown:

@@ -27,6 +27,7 @@ from typing import Any
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from kgen.backends.registry import all_kernel_decorators, backend_words
 from kgen.knowledge_base.errors import KnowledgeBaseError
 
 DEFAULT_EMBEDDING = "kgen-hash"
@@ -95,7 +96,6 @@ def _backend_synonyms() -> dict[str, str]:
     """The one-word spellings of each registered backend ("cutlass", "cutedsl") folded to its
     name, so a request and a stored kernel meet however either spells the backend. From the
     registry: a new backend is found by its words with no edit here."""
-    from kgen.backends.registry import backend_words
 
     return {word: name for word, name in backend_words().items() if word.isalnum() and word != name}
 
@@ -104,7 +104,6 @@ def _backend_synonyms() -> dict[str, str]:
 def _decorator_words() -> frozenset[str]:
     """The last words of the backends' kernel decorators ("jit", "kernel"): on every kernel of
     a backend alike, so they say nothing about which kernel it is."""
-    from kgen.backends.registry import all_kernel_decorators
 
     return frozenset(d.rsplit(".", 1)[-1] for d in all_kernel_decorators())
 

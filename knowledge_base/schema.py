@@ -17,6 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgen.backends.targets import UnknownTargetError, resolve_target
+from kgen.evals.timing.bench_result import speedup_text
+
 #: "best": the fastest verified kernel of its (problem, backend, target, dtype);
 #: "stepping_stone": best of its generation once, kept so evolution can branch from it
 KernelRole = Literal["best", "stepping_stone"]
@@ -28,7 +31,6 @@ def utc_now() -> str:
 
 def target_family(target: str) -> str:
     """The architecture family retrieval groups targets by: 'hopper', 'cdna-3', ...; 'any' if unknown."""
-    from kgen.backends.targets import UnknownTargetError, resolve_target
 
     try:
         architecture = resolve_target(target).architecture
@@ -84,7 +86,6 @@ class Timing(BaseModel):
         has no target for)."""
         if self.time_ms is None or not self.device_name:
             return None
-        from kgen.backends.targets import UnknownTargetError, resolve_target
 
         try:
             return resolve_target(self.device_name).name
@@ -99,7 +100,6 @@ class Timing(BaseModel):
 
     def speedup_text(self, baseline: str) -> str | None:
         """The speedup over ``baseline`` as every summary prints it; None when not measured."""
-        from kgen.evals.timing.bench_result import speedup_text
 
         ratio = {"eager": self.speedup_vs_eager, "torch.compile": self.speedup_vs_compile}.get(baseline)
         return None if ratio is None else speedup_text(ratio, baseline, baseline not in self.same_speed_as)

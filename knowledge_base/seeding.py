@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kgen.evals.problem.catalog import resolve_problem
+from kgen.evals.problem.format import input_dtype
 from kgen.knowledge_base import SEED_KERNELS_DIR
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.errors import KnowledgeBaseError
@@ -43,16 +45,12 @@ class SeedReport(BaseModel):
 
 
 def _spec_text(problem: str) -> str:
-    from kgen.evals.problem.catalog import resolve_problem
-
     info = resolve_problem(problem)
     return "; ".join([info.name.replace("_", " "), info.description, *info.aliases])
 
 
 def seed_entries(directory: Path = SEED_KERNELS_DIR) -> list[KernelEntry]:
     """Every shipped seed kernel as an entry with its recorded evidence and timing."""
-    from kgen.evals.problem.catalog import resolve_problem
-    from kgen.evals.problem.format import input_dtype
 
     entries: list[KernelEntry] = []
     for backend_dir in sorted(p for p in directory.iterdir() if p.is_dir()):

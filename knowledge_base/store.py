@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field
 
+from kgen.core.config import kgen_home
 from kgen.knowledge_base.embedding import embedding_function_for, embedding_label
 from kgen.knowledge_base.errors import KnowledgeBaseError
 from kgen.knowledge_base.schema import (
@@ -62,8 +63,6 @@ class KnowledgeBaseStats(BaseModel):
 
 
 def default_location() -> str:
-    from kgen.core.config import kgen_home
-
     return str(kgen_home() / "kb")
 
 

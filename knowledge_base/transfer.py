@@ -22,9 +22,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kgen.core.validation_errors import error_message
 from kgen.errors import KgenUsageError
+from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, kernel_id, utc_now
 from kgen.knowledge_base.store import KnowledgeBase, where_equal
+from kgen.knowledge_base.write_back import settle_best
 
 FORMAT = "kgen-knowledge-base"
 FORMAT_VERSION = 1
@@ -72,7 +75,6 @@ def export_knowledge_base(kb: KnowledgeBase, path: Path) -> ExportReport:
 
 def _check_kernel(entry: KernelEntry) -> str | None:
     """Why a kernel row cannot be trusted as written, or None."""
-    from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
 
     if normalised_code_hash(entry.source) != entry.code_hash:
         return "code_hash does not match the source (edited after export?)"
@@ -87,7 +89,6 @@ def _check_kernel(entry: KernelEntry) -> str | None:
 
 def reverify(entry: KernelEntry, device: Literal["auto", "cpu", "cuda"] = "auto") -> str | None:
     """Run the kernel through the verifier again; the rejection as text, or None if it passed."""
-    from kgen.evals.harness import EvalOptions, evaluate
 
     with tempfile.TemporaryDirectory(prefix="kgen-import-") as tmp:
         candidate = Path(tmp) / f"{entry.problem}_{entry.id}.py"
@@ -150,7 +151,6 @@ def import_knowledge_base(
     progress: Callable[[str], None] | None = None,
 ) -> ImportReport:
     """Judge every row, then write the good ones; see the module docstring."""
-    from kgen.knowledge_base.write_back import settle_best
 
     lines = path.expanduser().read_text().splitlines()
     kernels, notes, bad = _parse_rows(lines)

@@ -25,7 +25,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kgen.errors import KgenError
+from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.result import EvalResult
+from kgen.evals.suites.suite import row_from_result
 from kgen.evals.verdict import StageStatus
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import (
@@ -88,8 +90,6 @@ def timing_from_result(result: EvalResult) -> Timing:
     """The timing stage's figures (GPU only); an empty Timing when none were measured."""
     if result.bench is None:
         return Timing()
-    from kgen.evals.problem.format import ProblemInfo
-    from kgen.evals.suites.suite import row_from_result
 
     # the row's figures come from the result alone: a problem file moved since is no reason
     # to lose them

@@ -171,9 +171,21 @@ def test_the_circle_finder_finds_circles():
     assert _cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
 
 
+HEAVY = ("torch", "triton", "cutlass", "chromadb", "langgraph", "openai", "anthropic")
+
+
+def _heavy_after(code: str) -> tuple[str, list[str]]:
+    """What ``code`` printed, and which heavy libraries it left imported, in a fresh process."""
+    probe = code + f"\nimport sys\nprint('HEAVY', ','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    heavy = next(line for line in done.stdout.splitlines() if line.startswith("HEAVY"))
+    return done.stdout, [m for m in heavy.removeprefix("HEAVY").strip().split(",") if m]
+
+
 def test_help_imports_neither_torch_nor_triton():
     """`kgen --help` is the first thing a person runs; it must not pay for torch or triton."""
-    probe = (
+    out, heavy = _heavy_after(
         "import sys\n"
         "from kgen.cli.main import main\n"
         "sys.argv = ['kgen', '--help']\n"
@@ -181,12 +193,13 @@ def test_help_imports_neither_torch_nor_triton():
         "    main()\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = sorted(m for m in ('torch', 'triton', 'cutlass', 'chromadb', 'langgraph', 'openai', 'anthropic')"
-        " if m in sys.modules)\n"
-        "print('HEAVY', ','.join(heavy))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    assert "Usage" in done.stdout
-    heavy = next(line for line in done.stdout.splitlines() if line.startswith("HEAVY"))
-    assert heavy == "HEAVY ", f"`kgen --help` imported {heavy.removeprefix('HEAVY ')}"
+    assert "Usage" in out
+    assert heavy == [], f"`kgen --help` imported {heavy}"
+
+
+def test_the_verifier_child_imports_no_toolchain_before_its_backend_prepares_the_process():
+    """Triton reads TRITON_INTERPRET when it is imported: the child's own imports (its stages
+    included) must leave torch and triton to ``open_context``, after ``prepare_process``."""
+    _, heavy = _heavy_after("import kgen.evals.verifier.child\n")
+    assert heavy == [], f"importing the verifier child imported {heavy}"

@@ -31,6 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kgen.agent.candidates import first_line, kernel_lines
 from kgen.agent.llm.templates import render_template
+from kgen.backends.registry import UnknownBackendError, backend_info
+from kgen.backends.targets import resolve_target
+from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import sizes_text
 from kgen.evals.result import EvalResult
 from kgen.evals.verdict import StageStatus, Trial
@@ -197,8 +200,6 @@ class TaskContext(PromptModel):
     @field_validator("backend", mode="before")
     @classmethod
     def _known_backend(cls, value: Any) -> Any:
-        from kgen.backends.registry import UnknownBackendError, backend_info
-
         try:
             return backend_info(value).name if isinstance(value, str) else value
         except UnknownBackendError as exc:
@@ -296,7 +297,6 @@ def render_system(backend: str) -> str:
     """The system prompt: the role, the candidate contract and the verifier's hard rules. The
     backend's own advice is ``prompts/backend_<name>.j2``; its label and the modules a
     candidate may import come from the registry, so a new backend edits no template here."""
-    from kgen.backends.registry import UnknownBackendError, backend_info
 
     try:
         info = backend_info(backend)
@@ -493,8 +493,6 @@ def task_prompt(task: CandidateIdentity, *, problem: str, backend: str, dtype: s
     """The user prompt of one model task: the problem, examples and guidance, and per operator
     its parents with their measurements (``improve``, ``crossover``) or the rejected source
     with the verifier's evidence (``fix``)."""
-    from kgen.backends.targets import resolve_target
-    from kgen.evals.problem.catalog import resolve_problem
 
     ctx = TaskContext.from_problem(
         resolve_problem(problem), backend, resolve_target(task.target), dtypes=[dtype],

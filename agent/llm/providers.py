@@ -46,6 +46,7 @@ from kgen.agent.llm.completion import Completion
 from kgen.agent.llm.model_calls import IN_FLIGHT, ModelCall
 from kgen.agent.llm.models import OFFICIAL_BASE_URLS, ModelSpec
 from kgen.agent.llm.usage import cost_usd
+from kgen.core.settings import default_of
 from kgen.errors import KgenError
 
 log = logging.getLogger(__name__)
@@ -489,7 +490,6 @@ def make_client(
     (``@BASE_URL``). ``timeout_s`` and ``max_retries`` default to the ``llm_timeout_s`` and
     ``llm_retries`` settings' defaults; ``not_after`` see ``LLMClient``.
     """
-    from kgen.core.settings import default_of
 
     timeout_s = default_of("llm_timeout_s") if timeout_s is None else timeout_s
     max_retries = default_of("llm_retries") if max_retries is None else max_retries

@@ -10,13 +10,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from kgen.backends.registry import UnknownBackendError, backend_info
 from kgen.prompts import PROMPTS_DIR
 
 
 def backend_label(name: str) -> str:
     """How people write a backend ("CuTe DSL"), from the registry at render time; a name the
     registry no longer knows (an old knowledge-base entry) is shown as it is."""
-    from kgen.backends.registry import UnknownBackendError, backend_info
 
     try:
         return backend_info(name).label

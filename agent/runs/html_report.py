@@ -40,6 +40,7 @@ from kgen.agent.runs.records import (
     progress_series,
 )
 from kgen.agent.runs.summary import speedup_cell
+from kgen.agent.search.operators import operator_stats
 
 REPORT_FILE = "report.html"
 SECTION_IDS = ("summary", "progress", "lineage", "margin", "operators", "kernels", "cost")
@@ -338,8 +339,6 @@ def margin_section(data: RunData) -> Section:
 
 
 def operators_section(data: RunData) -> Section:
-    from kgen.agent.search.operators import operator_stats
-
     stats = operator_stats(data.records)
     if not stats:
         return Section("operators", "Operators", _note(

@@ -26,6 +26,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kgen.agent.candidates import CandidateRecord, apply_result, best_for
+from kgen.agent.llm.code_extraction import NoCodeError, extract_candidate
 from kgen.agent.llm.usage import UsageLedger
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.runs.summary import RunSummary
@@ -71,7 +72,6 @@ def _no_code_reasons(run: RunDirectory) -> dict[str, str]:
 
 def _reply_reason(run: RunDirectory, candidate_id: str) -> str | None:
     """Why the saved reply holds no code (the extractor's own words); None without a reply."""
-    from kgen.agent.llm.code_extraction import NoCodeError, extract_candidate
 
     replies = sorted(run.candidate_dir(candidate_id).glob("reply*.md"))
     if not replies:

@@ -12,21 +12,21 @@ import shlex
 import shutil
 from pathlib import Path
 
+from kgen.agent.llm.models import parse_model
+from kgen.agent.llm.providers import choose_api_key
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
 from kgen.agent.runs.summary import RunSummary, write_outputs
 from kgen.agent.search.graph import Progress, RunError, Runner, execute, usable_backend
 from kgen.agent.search.state import RunState
+from kgen.agent.spec.catalog_matcher import parse_request
+from kgen.backends.targets import DEFAULT_TARGET, resolve_target
 from kgen.errors import KgenUsageError
 
 
 def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None) -> None:
     """Bad input caught before a run directory exists: an empty or unreadable request (offline,
     where the matcher reads it), bad model strings, missing keys, unknown targets."""
-    from kgen.agent.llm.models import parse_model
-    from kgen.agent.llm.providers import choose_api_key
-    from kgen.agent.spec.catalog_matcher import parse_request
-    from kgen.backends.targets import DEFAULT_TARGET, resolve_target
 
     if not options.request.strip() and not options.problem_file:
         raise RunError("empty request: say what kernel you want, e.g. kgen \"Triton RMSNorm backward for H100\"")

@@ -19,11 +19,10 @@ from kgen.agent.runs.single_run import (
 )
 from kgen.agent.runs.summary import RunSummary
 from kgen.agent.search.graph import Progress
+from kgen.agent.spec.request_scan import requested_backends
 
 
 def _requested_backends(request: str) -> list[str]:
-    from kgen.agent.spec.request_scan import requested_backends
-
     return requested_backends(request)
 
 

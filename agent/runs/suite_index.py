@@ -22,6 +22,7 @@ from kgen.agent.runs.suite_state import (
 )
 from kgen.agent.runs.summary import RunSummary
 from kgen.evals.problem.format import ProblemInfo
+from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import SuiteRow, SuiteSummary, row_from_result
 
 
@@ -45,7 +46,6 @@ def _table_target(summary: RunSummary) -> str | None:
 def row_from_run(info: ProblemInfo, run_path: Path, out: Path) -> SuiteRow:
     """The suite row of a finished run: its winner's final_eval.json (full-size verification
     on a GPU) if it exists, else its eval.json; no verified kernel is a failed row."""
-    from kgen.evals.result import EvalResult
 
     summary = _read_summary(run_path)
     if summary is None:

@@ -84,6 +84,7 @@ from kgen.agent.run_directory import (
     write_atomic,
 )
 from kgen.agent.run_options import RunOptions
+from kgen.agent.runs.single_run import validate_options
 from kgen.agent.runs.suite_index import outcome_line, render_index, row_from_run, state_row
 from kgen.agent.runs.suite_state import (
     INDEX_FILE,
@@ -99,9 +100,11 @@ from kgen.agent.runs.suite_state import (
     relative_path,
 )
 from kgen.agent.search.graph import Progress, RunError
+from kgen.agent.search.state import open_checkpointer
 from kgen.backends.device import resolve_device
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo
+from kgen.evals.sandbox.lifecycle import install_signal_handlers, kill_registered
 from kgen.evals.suites.suite import (
     SuiteRow,
     SuiteSummary,
@@ -149,7 +152,6 @@ def _dir_name(name: str) -> str:
 def _has_checkpoint(path: Path) -> bool:
     """Whether the run at ``path`` holds a LangGraph checkpoint, i.e. ``resume_run`` can
     continue it (a run stopped before its graph started holds none)."""
-    from kgen.agent.search.state import open_checkpointer
 
     run = RunDirectory(path)
     if not run.checkpoints.is_file():
@@ -341,7 +343,6 @@ class _Suite:
             for entry, step, position in work:
                 self.solve_one(entry, step, position, total, infos)
             return
-        from kgen.evals.sandbox.lifecycle import install_signal_handlers
 
         install_signal_handlers()  # from the main thread: Ctrl-C ends every run's verifiers
         queue = list(work)
@@ -379,7 +380,6 @@ class _Suite:
     def stop_workers(self, threads: list[threading.Thread], work: list[tuple[SuiteProblem, str, int]]) -> None:
         """Stop every run: their verifiers now, the runs at their next event line; a run not
         stopped within ``STOP_GRACE_S`` (waiting on a model) is marked interrupted all the same."""
-        from kgen.evals.sandbox.lifecycle import kill_registered
 
         self.stop.set()
         kill_registered("kgen solve interrupted")
@@ -418,7 +418,6 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
     GPU). ``only``: problem names (or file stems) to run now; the table still counts every
     problem of the suite. ``command`` heads the table (default: a ``kgen solve`` line).
     """
-    from kgen.agent.runs.single_run import validate_options
 
     if jobs < 1:
         raise SuiteError(f"--jobs must be at least 1, got {jobs}")

@@ -18,6 +18,8 @@ from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
 from kgen.agent.search.state import RunState
 from kgen.backends.device import Device
+from kgen.backends.registry import backend_info
+from kgen.evals.problem.catalog import resolve_problem
 from kgen.knowledge_base.schema import Timing
 
 if TYPE_CHECKING:
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
 def no_gpu_note(backend: str) -> str:
     """What a CPU run could not do, as the backend allows: Triton's interpreter verifies but
     does not time; a backend without one only compiles (``BackendInfo.runs_on_cpu``)."""
-    from kgen.backends.registry import backend_info
 
     info = backend_info(backend)
     if info.runs_on_cpu:
@@ -116,7 +117,6 @@ def _module_text(record: CandidateRecord, source: str, summary_line: str) -> str
 def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, device: Device) -> RunSummary:
     """The run's summary from its final state and the evaluations in its directory; writes
     each target's winner as a module (``best_<target>.py``) on the way."""
-    from kgen.evals.problem.catalog import resolve_problem
 
     spec = state.spec
     records = state.records

@@ -26,15 +26,41 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgen.agent.candidates import CandidateRecord, CandidateTask, apply_result, best_for, describe
+from kgen.agent.candidates import (
+    CandidateRecord,
+    CandidateTask,
+    apply_result,
+    best_for,
+    describe,
+    entry_for_candidate,
+)
+from kgen.agent.llm.code_extraction import NoCodeError, extract_candidate
+from kgen.agent.llm.ensemble import Ensemble
+from kgen.agent.llm.model_calls import IN_FLIGHT, RecordedClient
+from kgen.agent.llm.models import parse_model
+from kgen.agent.llm.prompt_context import PromptExample, PromptGuidance, render_system, task_prompt
+from kgen.agent.llm.providers import RUN_END_GRACE_S, ProviderError, make_client
+from kgen.agent.llm.structured_output import complete_json
 from kgen.agent.llm.usage import UsageLedger
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions, local_target
 from kgen.agent.search.archive import SearchArchive
+from kgen.agent.search.operators import operator_stats
 from kgen.agent.search.policy import plan_generation, split_budget, stop_reason
 from kgen.agent.search.state import RunState, TaskInput, Winner, open_checkpointer
+from kgen.agent.spec.catalog_matcher import parse_request
+from kgen.agent.spec.model_reader import parse_request_with_model
+from kgen.agent.spec.reference_problem import ReferenceProblemError, new_reference_problem
 from kgen.backends.device import Device, resolve_device
+from kgen.backends.registry import get_backend, require_usable
+from kgen.backends.targets import DEFAULT_TARGET, resolve_target
 from kgen.errors import KgenUsageError
+from kgen.evals.batch import evaluate_batch
+from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.problem.catalog import resolve_problem
+from kgen.evals.problem.format import input_dtype
+from kgen.evals.sandbox.lifecycle import raise_if_ending
+from kgen.knowledge_base.errors import KnowledgeBaseError
 
 if TYPE_CHECKING:
     from kgen.agent.llm.model_calls import RecordedClient
@@ -59,8 +85,6 @@ def usable_backend(backend: str, targets: list[str]) -> dict:
     """The run's backend and targets by their canonical names, or a usage error a person can
     act on: an unknown backend (listing the known ones), its toolchain not installed (naming
     the install command), or a target it cannot compile for (naming those it can)."""
-    from kgen.backends.registry import require_usable
-    from kgen.backends.targets import resolve_target
 
     hardware = list({resolve_target(t).name: resolve_target(t) for t in targets}.values())
     name = require_usable(backend, hardware)
@@ -75,7 +99,6 @@ def agent_eval_options(device: Device, backend: str, target: str, *, full: bool,
     plan and timed, and the winner is then verified at full sizes; on a CPU both plans are the
     small one. The run's policies (precision, torch ops; None: each problem's own) judge every
     candidate. ``scripts/eval_throughput.py`` measures exactly these options."""
-    from kgen.evals.harness import EvalOptions
 
     return EvalOptions(
         device=device,
@@ -129,16 +152,12 @@ class Runner:
     def abandon_model_calls(self) -> int:
         """Let go of this run's model calls still waiting (the run is stopping): their threads
         end now instead of at their deadlines."""
-        from kgen.agent.llm.model_calls import IN_FLIGHT
 
         with self._clients_lock:
             clients = list(self._clients.values())
         return IN_FLIGHT.abandon(clients) if clients else 0
 
     def _client(self, label: str):
-        from kgen.agent.llm.models import parse_model
-        from kgen.agent.llm.providers import RUN_END_GRACE_S, ProviderError, make_client
-
         # every call ends by its own deadline, and none outlives the run's --time by more than a grace
         not_after = None if self.options.time_s is None else self.started + self.options.time_s + RUN_END_GRACE_S
         with self._clients_lock:
@@ -157,12 +176,6 @@ class Runner:
     # -- spec ------------------------------------------------------------------------
 
     def spec(self, state: RunState) -> dict:
-        from kgen.agent.spec.catalog_matcher import parse_request
-        from kgen.agent.spec.model_reader import parse_request_with_model
-        from kgen.backends.targets import DEFAULT_TARGET
-        from kgen.evals.problem.catalog import resolve_problem
-        from kgen.evals.problem.format import input_dtype
-
         options = self.options
         default = local_target() or DEFAULT_TARGET
         if options.problem_file:
@@ -193,14 +206,10 @@ class Runner:
     def _recorded(self, label: str, folder: str) -> RecordedClient:
         """The one way a model is asked: counted in a ledger and saved under ``folder``
         (``model_calls.py``); the ledger goes into the run's usage with the node's update."""
-        from kgen.agent.llm.model_calls import RecordedClient
 
         return RecordedClient(label, lambda: self._client(label), self.run, folder)
 
     def _complete_json(self, system: str, user: str, model_cls):
-        from kgen.agent.llm.providers import ProviderError
-        from kgen.agent.llm.structured_output import complete_json
-
         client = self._recorded(self.options.models[0], "model_calls/spec")
         try:
             value, _ = complete_json(client, system, user, model_cls)
@@ -213,9 +222,6 @@ class Runner:
         return value
 
     def _write_reference_problem(self, operation: str) -> Path:
-        from kgen.agent.llm.providers import ProviderError
-        from kgen.agent.spec.reference_problem import ReferenceProblemError, new_reference_problem
-
         client = self._recorded(self.options.models[0], "model_calls/reference_problem")
 
         def complete_text(system: str, user: str) -> str:
@@ -238,9 +244,6 @@ class Runner:
     # -- retrieve --------------------------------------------------------------------
 
     def retrieve(self, state: RunState) -> dict:
-        from kgen.agent.llm.prompt_context import PromptExample, PromptGuidance
-        from kgen.evals.problem.catalog import resolve_problem
-        from kgen.knowledge_base.errors import KnowledgeBaseError
         from kgen.knowledge_base.retrieval import retrieve
         from kgen.knowledge_base.seeding import open_knowledge_base
 
@@ -295,9 +298,6 @@ class Runner:
         return split_budget(options.budget, options.generations, remeasures=remeasures)
 
     def plan(self, state: RunState) -> dict:
-        from kgen.agent.llm.ensemble import Ensemble
-        from kgen.agent.llm.models import parse_model
-
         generation = state.generation
         sizes = self.budget_plan(state)
         records = state.records
@@ -360,10 +360,6 @@ class Runner:
         return {"candidates": {task.id: record}, "usage": usage}
 
     def _ask_model(self, task: CandidateTask, payload: TaskInput) -> tuple[str | None, str, UsageLedger]:
-        from kgen.agent.llm.code_extraction import NoCodeError, extract_candidate
-        from kgen.agent.llm.prompt_context import render_system, task_prompt
-        from kgen.agent.llm.providers import ProviderError
-
         # a reply paid for before an interruption is on disk: the recorded client reuses it
         client = self._recorded(task.model, f"candidates/{task.id}")
         system = render_system(payload.spec.backend)
@@ -403,7 +399,6 @@ class Runner:
     def evaluate(self, state: RunState) -> dict:
         """Every pending candidate, as one batch (``evals/batch.py``: on a GPU verified in
         parallel, then timed one at a time); each result is saved the moment it is known."""
-        from kgen.evals.batch import evaluate_batch
 
         updates: dict[str, CandidateRecord] = {}
         pending = sorted((r for r in state.records if r.status == "pending"), key=lambda r: r.id)
@@ -449,14 +444,10 @@ class Runner:
         return SearchArchive.new(state.spec.targets, self.options.islands)
 
     def _features(self, backend: str, record: CandidateRecord) -> dict[str, str]:
-        from kgen.backends.registry import get_backend
-
         path = self.run.candidate_source(record.id)
         return get_backend(backend).strategy_features(path.read_text()) if path.is_file() else {}
 
     def select(self, state: RunState) -> dict:
-        from kgen.agent.search.operators import operator_stats
-
         records = state.records
         generation = state.generation
         archive = self.archive(state)
@@ -503,8 +494,6 @@ class Runner:
         return {"winners": winners}
 
     def _final_result(self, spec: KernelSpec, record: CandidateRecord) -> EvalResult:
-        from kgen.evals.harness import evaluate
-
         if not self.device.is_gpu:
             return self.load_eval(record.id)  # the CPU plan is already the full one
         cached = self.load_eval(record.id, "final_eval.json")
@@ -518,8 +507,6 @@ class Runner:
         return result
 
     def _write_back(self, state: RunState, record: CandidateRecord, result: EvalResult, target: str) -> str:
-        from kgen.agent.candidates import entry_for_candidate
-        from kgen.knowledge_base.errors import KnowledgeBaseError
         from kgen.knowledge_base.seeding import open_knowledge_base
         from kgen.knowledge_base.write_back import record_kernel
 
@@ -542,7 +529,6 @@ class Runner:
 def _stops_when_kgen_does(node: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The node, after a check that no ending signal has come: one whose exception Python
     swallowed where it landed (``evals/sandbox/lifecycle.py``) still stops the run before its next step."""
-    from kgen.evals.sandbox.lifecycle import raise_if_ending
 
     @functools.wraps(node)
     def checked(state: Any) -> Any:  # the run's state, or produce's task

@@ -40,8 +40,11 @@ from kgen.agent.candidates import (
 )
 from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions
 from kgen.agent.search.archive import SearchArchive
+from kgen.agent.search.mutation import find_tunables, mutate, source_key
 from kgen.agent.search.operators import MODEL_OPERATORS, allocate, operator_stats, operator_weights
+from kgen.agent.search.sweep import sweep_points
 from kgen.backends.registry import DEFAULT_BACKEND
+from kgen.backends.targets import resolve_target
 
 __all__ = ["CandidateIdentity", "CandidateRecord", "CandidateTask", "apply_result", "best_for",
            "describe", "rank_key", "split_budget", "plan_generation"]
@@ -114,7 +117,6 @@ class _Planner:
     def __init__(self, generation: int, target: str, records: Sequence[CandidateRecord],
                  sources: dict[str, str], baseline: tuple[str, str] | None, archive: SearchArchive,
                  rng: random.Random, tried: set[str], backend: str = DEFAULT_BACKEND) -> None:
-        from kgen.backends.targets import resolve_target
 
         #: the backend the run's kernels are written in: the one that finds their knobs
         self.backend = backend
@@ -152,8 +154,6 @@ class _Planner:
 
     def tune(self, kind: TaskKind, island: int, parents: list[tuple[str, str]], n: int) -> int:
         """Up to ``n`` tuned variants by ``sweep`` or ``mutate``; how many were made."""
-        from kgen.agent.search.mutation import mutate
-        from kgen.agent.search.sweep import sweep_points
 
         made = 0
         for index, (parent_id, parent_source) in enumerate(parents):
@@ -201,7 +201,6 @@ def plan_generation(
     maps target -> (kb id, source) of the knowledge base's best kernel; ``models(n)`` gives
     the ensemble's labels for n model calls (None: offline); ``backend``: the run's, whose
     knob finder tunes the parents."""
-    from kgen.agent.search.mutation import source_key
 
     tasks: list[CandidateTask] = []
     tried = {source_key(s) for s in sources.values()}
@@ -228,7 +227,6 @@ def plan_generation(
 
 def _plan_island(planner: _Planner, island: int, n: int, stats, with_models: bool) -> None:
     """``n`` tasks for one island: operators by recent success, tuning filling any gap."""
-    from kgen.agent.search.mutation import find_tunables
 
     parents = planner.parents(island)
     elites = planner.parent_ids(island)

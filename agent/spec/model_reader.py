@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kgen.agent.llm.templates import render_template
 from kgen.agent.spec.catalog_matcher import apply_shapes, catalog_entry, parse_request
 from kgen.agent.spec.kernel_spec import KernelSpec, SpecError
 from kgen.agent.spec.request_scan import (
@@ -95,7 +96,6 @@ def _draft_dtypes(values: list[str]) -> tuple[list[str], list[str]]:
 
 def spec_prompt(text: str) -> tuple[str, str]:
     """(system, user) messages that ask a model for a :class:`SpecDraft`."""
-    from kgen.agent.llm.templates import render_template
 
     problems = [
         {"name": i.name, "kind": i.kind, "aliases": i.aliases, "description": i.description, "sizes": i.sizes}

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kgen.evals.problem.format import ProblemError, load_problem, read_problem
+
 SEED = 1234
 #: Normwise relative difference between a native and an fp64 run above which
 #: the two runs compute different things (bf16 rounding alone stays near 1e-2).
@@ -71,8 +73,6 @@ def _clone(values: list[Any]) -> list[Any]:
 class _Check:
     def __init__(self, path: Path):
         import torch
-
-        from kgen.evals.problem.format import ProblemError, load_problem, read_problem
 
         self.torch = torch
         self.reasons: list[str] = []

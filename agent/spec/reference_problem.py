@@ -20,8 +20,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kgen.agent.llm.code_extraction import REFERENCE_PROBLEM, NoCodeError, extract_module
+from kgen.agent.llm.templates import render_template
+from kgen.agent.spec.kernel_spec import SpecError
+from kgen.agent.spec.request_scan import request_direction
 from kgen.errors import KgenError
+from kgen.evals.problem.catalog import catalog, normalise_name, resolve_problem
 from kgen.evals.problem.format import ProblemError, read_problem
+from kgen.evals.sandbox.box import SandboxLimits, run_python_module
 
 #: complete_text(system, user) -> the model's reply
 TextCompleter = Callable[[str, str], str]
@@ -68,7 +74,6 @@ def extract_problem_code(reply: str) -> str:
     Anything else is an error, because a guessed fragment would fail later with a less useful
     message; its reason goes back to the model on the next attempt.
     """
-    from kgen.agent.llm.code_extraction import REFERENCE_PROBLEM, NoCodeError, extract_module
 
     try:
         return extract_module(reply, REFERENCE_PROBLEM)
@@ -81,9 +86,6 @@ def extract_problem_code(reply: str) -> str:
 
 def _example(operation: str) -> Path:
     """A real catalog file as the format example, in the operation's direction."""
-    from kgen.agent.spec.kernel_spec import SpecError
-    from kgen.agent.spec.request_scan import request_direction
-    from kgen.evals.problem.catalog import resolve_problem
 
     try:
         direction = request_direction(operation)
@@ -96,8 +98,6 @@ def reference_problem_prompt(
     operation: str, previous_code: str | None = None, previous_reasons: Sequence[str] = ()
 ) -> tuple[str, str]:
     """(system, user) messages asking for a problem file; with the last attempt's faults if any."""
-    from kgen.agent.llm.templates import render_template
-    from kgen.evals.problem.catalog import catalog
 
     example = _example(operation)
     context = {
@@ -147,7 +147,6 @@ def write_reference_problem(
 
 def _collision(path: Path) -> str | None:
     """A problem that calls itself by a catalog name would be mistaken for that problem."""
-    from kgen.evals.problem.catalog import catalog, normalise_name
 
     info = read_problem(path)
     for entry in catalog():
@@ -159,7 +158,6 @@ def _collision(path: Path) -> str | None:
 
 def self_check_problem(path: Path, timeout_s: float = 60) -> ProblemCheck:
     """Run a problem file in the sandbox and report every fault found (see the child module)."""
-    from kgen.evals.sandbox.box import SandboxLimits, run_python_module
 
     started = time.monotonic()
     path = Path(path)

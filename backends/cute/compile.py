@@ -19,6 +19,7 @@ from typing import Any
 from kgen.backends.base import KernelReport
 from kgen.backends.cute.arch import UnsupportedTargetError, cute_arch
 from kgen.backends.cute.cubin import CubinError, kernel_resources
+from kgen.backends.cute.launches import _tracing_kernels, _tracing_state
 from kgen.backends.targets import HardwareTarget
 
 #: a compile error is cut to this many characters (the fix prompt shows it whole)
@@ -55,8 +56,6 @@ def error_text(exc: BaseException) -> str:
 def compile_call(function: Any, args: tuple, kwargs: dict, target: HardwareTarget, dump_dir: Path) -> list[KernelReport]:
     """One report per kernel the call builds for ``target`` (or one failed report)."""
     import cutlass.cute as cute
-
-    from kgen.backends.cute.launches import _tracing_kernels, _tracing_state
 
     name = getattr(function, "__name__", "cute_jit")
     try:

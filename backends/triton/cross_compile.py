@@ -61,7 +61,9 @@ from pathlib import Path
 from typing import Any
 
 from kgen.backends.base import KernelLaunch, KernelReport
+from kgen.backends.module_loading import load_module_from_file
 from kgen.backends.targets import HardwareTarget, resolve_target
+from kgen.backends.triton.launches import _KERNEL_OBJECTS
 from kgen.errors import KgenError
 
 #: seconds one cross-compile request may take in the worker before it is killed
@@ -311,7 +313,6 @@ def find_kernel(module: types.ModuleType, name: str):
         kernel = _unwrap_kernel(value)
         if kernel is not None and getattr(kernel.fn, "__name__", None) == name:
             return kernel
-    from kgen.backends.triton.launches import _KERNEL_OBJECTS
 
     kernel = _unwrap_kernel(_KERNEL_OBJECTS.get(name))
     if kernel is not None and getattr(kernel.fn, "__module__", None) == module.__name__:
@@ -619,7 +620,6 @@ atexit.register(shutdown_worker)
 def _serve(reply_fd: int) -> None:
     """Worker loop: one JSON request per stdin line, one JSON reply per line on ``reply_fd``."""
     os.environ.pop("TRITON_INTERPRET", None)
-    from kgen.backends.module_loading import load_module_from_file
 
     modules: dict[tuple[str, int, int], types.ModuleType] = {}
     out = os.fdopen(reply_fd, "w", buffering=1)

@@ -25,7 +25,12 @@ from typing import Any
 import torch
 
 from kgen.backends.base import Backend, KernelLaunch
-from kgen.evals.checks.poison import poison_allocator, poison_span, poisoned_allocations
+from kgen.evals.checks.poison import (
+    poison_allocator,
+    poison_mask,
+    poison_span,
+    poisoned_allocations,
+)
 from kgen.evals.checks.torch_usage import TorchOpsVerdict, judge_torch_ops, record_torch_ops
 from kgen.evals.problem.format import flatten_outputs
 from kgen.evals.problem.layout import copy_inputs
@@ -140,8 +145,6 @@ def _poisoner(args: Sequence[Any], handed: list[torch.Tensor]):
     launch is exactly what the check must see). What torch had already put in each of those
     tensors is kept in ``handed``: a kernel handed the finished output only copies it."""
     from torch.utils._python_dispatch import _disable_current_modes
-
-    from kgen.evals.checks.poison import poison_mask
 
     inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor) and a.numel()}
 

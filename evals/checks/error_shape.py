@@ -16,6 +16,8 @@ from collections.abc import Mapping
 
 import torch
 
+from kgen.evals.problem.format import flatten_outputs
+
 #: A pattern is named only when it explains the error this well: what is left over after
 #: taking the pattern out has at most this share of the error's norm.
 EXPLAINED = 0.1
@@ -158,8 +160,6 @@ def reference_from_rounded(reference: torch.nn.Module, inputs: list, fmt: str, d
     matrix product reads: :func:`_operand_like`): what an honest kernel that reads its product
     operands in that format computes, up to its own accumulation."""
     import copy
-
-    from kgen.evals.problem.format import flatten_outputs
 
     model = copy.deepcopy(reference).double()
     with torch.no_grad():

@@ -27,6 +27,7 @@ from kgen.evals.problem.memory_plan import (
     choose_placement,
     plan_memory,
 )
+from kgen.evals.problem.size_sets import scaled_to_fit
 from kgen.evals.verdict import Inconclusive, InconclusiveCause
 
 
@@ -133,8 +134,6 @@ class DeviceMemory:
         return self.plans[key][0] if key in self.plans else plan_memory(self.problem_path, sizes)
 
     def _smaller(self, info: Any, sizes: dict[str, int], fits: Any, which: str, why: str) -> dict[str, int] | None:
-        from kgen.evals.problem.size_sets import scaled_to_fit
-
         def planned_fit(candidate: dict[str, int]) -> bool:
             try:
                 return bool(fits(plan_memory(self.problem_path, candidate)))

@@ -28,6 +28,8 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
+from kgen.evals.checks.candidate_call import same_values
+
 
 class WeightTransfer(BaseModel):
     """How the reference's state reached the candidate (evidence for a verdict)."""
@@ -191,7 +193,6 @@ def state_fingerprint(module: Any, globals_of: types.ModuleType | None = None) -
 
 def changed_state(before: dict[str, torch.Tensor], module: Any, globals_of: types.ModuleType | None = None) -> list[str]:
     """Names of held tensors that changed (or appeared, or were replaced) since ``before``."""
-    from kgen.evals.checks.candidate_call import same_values
 
     now = held_tensors(module, globals_of)
     changed = [name for name in now if name not in before]

@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from kgen.evals.checks.torch_usage import dispatched_by_triton_interpreter
 from kgen.evals.problem.format import sizes_text
 from kgen.evals.verdict import Rejected, RejectionClass, Trial
 
@@ -170,8 +171,6 @@ def _guarded_like(proto: torch.Tensor, log: AllocationLog) -> torch.Tensor:
 
 def _make_mode(log: AllocationLog):
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from kgen.evals.checks.torch_usage import dispatched_by_triton_interpreter
 
     class _Poison(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

@@ -100,6 +100,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kgen.backends.registry import tensor_handoff_modules
 from kgen.evals.problem.policies import GLUE_SHARE, Policies, TorchOps, glue_budget
 from kgen.evals.static_rules.names import (
     LIBRARY_ATEN_OPS,
@@ -320,7 +321,6 @@ def handed_to_kernel_runtime(frame: FrameType | None) -> bool:
     the tensor for its kernels (CuTe DSL's ``from_dlpack``), not data leaving for numpy or
     another library to compute on: the nearest frame outside torch and this module belongs
     to a module the registry names as a backend's tensor hand-off."""
-    from kgen.backends.registry import tensor_handoff_modules
 
     caller = _caller_outside_torch(frame)
     module = caller.f_globals.get("__name__", "") if caller is not None else ""

@@ -29,6 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
+from kgen.evals.problem.format import load_problem
+
 #: The peak kgen aims for, as a multiple of the problem's inputs + outputs.
 TARGET_PEAK_RATIO = 3.0
 #: Share of the device's free memory a plan may use: the allocator's fragmentation, the
@@ -235,8 +237,6 @@ def plan_memory(path: str | Path, sizes: dict[str, int] | None = None) -> Memory
     tensors' sizes; a forward that cannot run on meta leaves ``outputs_bytes`` unknown.
     """
     import torch
-
-    from kgen.evals.problem.format import load_problem
 
     problem = load_problem(path, sizes)
     plan = MemoryPlan(sizes=dict(problem.sizes))

@@ -64,7 +64,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kgen.backends.device import Device
-from kgen.evals.problem.format import ProblemError, ProblemInfo, consistent_sizes
+from kgen.evals.problem.format import (
+    ProblemError,
+    ProblemInfo,
+    consistent_sizes,
+    flatten_outputs,
+    load_problem,
+)
 from kgen.evals.problem.size_constants import base_name
 
 #: Constants named like these and no larger than :data:`MAX_AXIS_INDEX` name an axis, not a size.
@@ -229,8 +235,6 @@ def _meta_shapes(info: ProblemInfo, sizes: Mapping[str, int]) -> tuple[int, int,
     """(input elements, output elements, innermost length of the largest input) at ``sizes``,
     from the reference run on storage-less meta tensors; None when it cannot run there."""
     import torch
-
-    from kgen.evals.problem.format import flatten_outputs, load_problem
 
     try:
         problem = load_problem(info.path, _consistent(info, sizes))

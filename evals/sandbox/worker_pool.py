@@ -35,6 +35,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgen.backends.device import Device
+from kgen.backends.registry import backend_info, get_backend
+from kgen.evals.problem.memory_plan import warm_meta
 from kgen.evals.sandbox.box import READY_FILE, SandboxLimits, Spare, child_environment, start_boxed
 from kgen.evals.sandbox.scratch import new_workdir
 
@@ -276,8 +278,6 @@ def wait_for_arguments(wait_args: Sequence[str], stdin=None) -> list[str] | None
     device, backend = Device(wait_args[0]), wait_args[1]
     import importlib
 
-    from kgen.backends.registry import backend_info, get_backend
-
     get_backend(backend).prepare_process(device)
     import torch
 
@@ -287,8 +287,6 @@ def wait_for_arguments(wait_args: Sequence[str], stdin=None) -> list[str] | None
         torch.cuda.init()  # the driver and torch's CUDA state; no context is made yet
         torch.cuda.synchronize(device.value)  # the device's primary context, which the run reuses
     import torch._dynamo  # noqa: F401 - the first op under kgen's torch-op recorder imports it (1-4 s)
-
-    from kgen.evals.problem.memory_plan import warm_meta
 
     warm_meta()  # the memory plan's first meta forward (seconds in a fresh process)
     Path(READY_FILE).write_text("")  # in the box (the cwd): start-up done, only waiting now

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 
+from kgen.backends.registry import all_compile_functions
 from kgen.evals.static_rules.ast_helpers import (
     _assignment_targets,
     _is_self,
@@ -147,7 +148,6 @@ class _StateRules(_Context):
             value = node.args[1] if len(node.args) == 2 else None
         if not isinstance(value, ast.Call):
             return False
-        from kgen.backends.registry import all_compile_functions
 
         func = value.func.value if isinstance(value.func, ast.Subscript) else value.func  # cute.compile[opts](...)
         return self.resolve(func) in all_compile_functions()

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from kgen.evals.checks.candidate_call import aliased_outputs, same_values
+from kgen.evals.checks.candidate_call import aliased_outputs, clone_value, same_outputs, same_values
 from kgen.evals.checks.clock import shifted_clock
 from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
 from kgen.evals.checks.kept_outputs import KeptOutputs
@@ -52,7 +52,7 @@ from kgen.evals.checks.module_state import (
     state_fingerprint,
     transfer_weights,
 )
-from kgen.evals.problem.format import sizes_text
+from kgen.evals.problem.format import flatten_outputs, sizes_text
 from kgen.evals.problem.layout import copy_inputs
 from kgen.evals.verdict import Rejected, RejectionClass
 from kgen.evals.verifier.context import VerifierContext
@@ -197,8 +197,6 @@ def run_call_sequence(ctx: VerifierContext, problem: Any, seed: int) -> Sequence
 
 def run_cache_probe(ctx: VerifierContext, problem, seed: int) -> None:
     """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
-    from kgen.evals.checks.candidate_call import clone_value, same_outputs
-    from kgen.evals.problem.format import flatten_outputs
 
     torch = ctx.torch
     what = f"cache probe, seed {seed}"
@@ -232,7 +230,6 @@ def _plain_call(ctx: VerifierContext, candidate: Any, args: list[Any], clock_shi
     """The candidate called as a training loop calls it: gradients enabled, no instrumentation
     but the sandbox's audit hook (every watched trial runs under ``no_grad``, so a candidate
     that behaves by grad mode is caught one way or the other)."""
-    from kgen.evals.problem.format import flatten_outputs
 
     try:
         with ctx.guard, torch.enable_grad():

@@ -9,9 +9,11 @@ The report is rewritten after every stage and every trial, so when the candidate
 this process (segfault, illegal memory access, timeout) the parent still has the evidence
 gathered up to that point.
 
-Nothing here imports the backend's toolchain before the backend has prepared the process:
-Triton's CPU interpreter is chosen by an environment variable read at import, so the
-stage modules are imported once the context is open.
+Nothing imports the backend's toolchain before the backend has prepared the process
+(Triton's CPU interpreter is chosen by an environment variable read at import): the stage
+modules import torch and the toolchain inside their functions, which run once
+``open_context`` has prepared the process (``tests/test_architecture.py`` checks that
+importing this module imports neither torch nor triton).
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+from kgen.backends.registry import backend_info
+from kgen.evals.checks.memory_report import is_out_of_memory
+from kgen.evals.sandbox.lifecycle import start_parent_watchdog
 from kgen.evals.verdict import Inconclusive, Rejected, RejectionClass, StageStatus
+from kgen.evals.verifier.compile_stage import CompiledNotRunStage, CompileStage
 from kgen.evals.verifier.context import (
     Stage,
     VerifierContext,
@@ -28,7 +34,11 @@ from kgen.evals.verifier.context import (
     record_stage,
     save_report,
 )
+from kgen.evals.verifier.load_stage import LoadStage
 from kgen.evals.verifier.messages import TIMING_ONLY_STAGES, ChildReport, ChildRequest
+from kgen.evals.verifier.static_stage import StaticStage
+from kgen.evals.verifier.timing_stage import TimingStage
+from kgen.evals.verifier.train_check_stage import TrainCheckStage
 
 #: Rejections after which the training check still runs when asked for: the kernel is safe
 #: to run, only wrong, and how wrong it trains is evidence worth having.
@@ -42,13 +52,7 @@ def verifier_stages(ctx: VerifierContext) -> list[Stage]:
     """The stages for this candidate, in order (``messages.STAGES`` names them for the parent).
     A backend whose kernels cannot run on this CPU is compiled from the candidate's calls
     and stops at "compiled, not run"."""
-    from kgen.backends.registry import backend_info
-    from kgen.evals.verifier.compile_stage import CompiledNotRunStage, CompileStage
     from kgen.evals.verifier.correctness_stage import CorrectnessStage
-    from kgen.evals.verifier.load_stage import LoadStage
-    from kgen.evals.verifier.static_stage import StaticStage
-    from kgen.evals.verifier.timing_stage import TimingStage
-    from kgen.evals.verifier.train_check_stage import TrainCheckStage
 
     if ctx.device.type == "cpu" and not backend_info(ctx.request.backend).runs_on_cpu:
         return [StaticStage(), LoadStage(), CompiledNotRunStage()]
@@ -59,8 +63,6 @@ def run_stages(ctx: VerifierContext, stages: list[Stage]) -> None:
     """Each stage in turn until one stops the verification; its rejection or missing verdict
     is recorded on it (a numerical rejection in correctness still gets the training check,
     when asked for). A timing-only verifier runs only ``TIMING_ONLY_STAGES``."""
-    from kgen.evals.checks.memory_report import is_out_of_memory
-    from kgen.evals.verifier.train_check_stage import TrainCheckStage
 
     for stage in stages:
         if ctx.request.timing_only and stage.name not in TIMING_ONLY_STAGES:
@@ -105,8 +107,6 @@ def run(request: ChildRequest, report_path: Path) -> ChildReport:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kgen.evals.sandbox.lifecycle import start_parent_watchdog
-
     start_parent_watchdog()  # a child whose kgen is gone must not run on, holding the GPU
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--wait":  # a spare started ahead (worker_pool.py): start up, then wait

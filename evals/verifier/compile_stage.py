@@ -20,7 +20,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from kgen.evals.problem.format import sizes_text
+from kgen.backends.registry import backend_info
+from kgen.backends.targets import DEFAULT_TARGET, resolve_target
+from kgen.evals.problem.format import load_problem, sizes_text
 from kgen.evals.verdict import InconclusiveCause, Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.context import VerifierContext, record_stage, save_report
 from kgen.evals.verifier.trial_parts import inputs_for, models, problem_at
@@ -32,8 +34,6 @@ if TYPE_CHECKING:
 
 
 def _targets(ctx: VerifierContext) -> tuple[list[HardwareTarget], list[HardwareTarget]]:
-    from kgen.backends.targets import DEFAULT_TARGET, resolve_target
-
     asked = [resolve_target(n) for n in (ctx.request.targets or [DEFAULT_TARGET])]
     extra = [resolve_target(n) for n in ctx.request.also_compile_for if n not in ctx.request.targets]
     return asked, extra
@@ -87,7 +87,6 @@ def compile_launches(ctx: VerifierContext) -> list[KernelLaunch]:
     on storage-less "meta" tensors: the real launch configuration even for a KernelBench
     file whose default inputs would not fit in this machine's memory. A candidate that
     cannot run on meta tensors is compiled at the launches its trials made."""
-    from kgen.evals.problem.format import load_problem
 
     sizes = ctx.request.compile_sizes
     if not sizes or sizes == ctx.request.size_sets[0]:
@@ -113,8 +112,6 @@ class CompileStage:
     name = "compile"
 
     def run(self, ctx: VerifierContext) -> None:
-        from kgen.backends.targets import resolve_target
-
         names = [*ctx.request.targets, *ctx.request.also_compile_for]
         if not names:
             return
@@ -159,8 +156,6 @@ class CompiledNotRunStage:
     name = "compile"
 
     def run(self, ctx: VerifierContext) -> None:
-        from kgen.backends.registry import backend_info
-
         asked, extra = _targets(ctx)
         started = time.monotonic()
         launches = 0

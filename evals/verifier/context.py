@@ -20,7 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kgen.backends.registry import backend_info, get_backend
+from kgen.backends.targets import resolve_target
+from kgen.evals.checks.memory_report import DeviceMemory
 from kgen.evals.problem.policies import Precision
+from kgen.evals.sandbox.guard import CandidateGuard
 from kgen.evals.verdict import StageResult, StageStatus
 from kgen.evals.verifier.messages import HEARTBEAT_FILE, ChildReport, ChildRequest
 
@@ -95,7 +99,6 @@ def open_context(request: ChildRequest, report_path: Path) -> VerifierContext:
     torch and the toolchains imported by kgen (their first-import work is not the
     candidate's), the memory plan, the sandbox guard installed, the precision policy applied
     to library calls, and the libraries' own threads started."""
-    from kgen.backends.registry import backend_info, get_backend
 
     backend = get_backend(request.backend)
     backend.prepare_process(request.device)
@@ -104,10 +107,6 @@ def open_context(request: ChildRequest, report_path: Path) -> VerifierContext:
 
     for toolchain in backend_info(request.backend).requires:
         importlib.import_module(toolchain)
-
-    from kgen.backends.targets import resolve_target
-    from kgen.evals.checks.memory_report import DeviceMemory
-    from kgen.evals.sandbox.guard import CandidateGuard
 
     device = torch.device(request.device.value)
     memory = DeviceMemory(torch, device, request.problem_path)

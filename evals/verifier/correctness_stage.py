@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
+from kgen.evals.problem.format import load_problem, read_problem
+from kgen.evals.problem.input_distributions import distributions_for
 from kgen.evals.verdict import StageStatus
 from kgen.evals.verifier.call_sequence import run_cache_probe, run_call_sequence
 from kgen.evals.verifier.context import VerifierContext, record_stage
@@ -24,8 +26,6 @@ from kgen.evals.verifier.trials import run_trial
 
 def trial_plan(ctx: VerifierContext) -> list[tuple[dict[str, int], str, int]]:
     """(sizes, distribution, seed) for every trial, in the order that names failures."""
-    from kgen.evals.problem.format import load_problem, read_problem
-    from kgen.evals.problem.input_distributions import distributions_for
 
     seeds = ctx.request.seeds
     first_sizes = ctx.request.size_sets[0]

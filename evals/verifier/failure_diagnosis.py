@@ -14,8 +14,24 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kgen.evals.checks.candidate_call import same_values
+from kgen.evals.checks.compare import (
+    ComparisonFailure,
+    compare_output,
+    failure_of,
+    outside_tolerance,
+)
+from kgen.evals.checks.error_shape import (
+    ROUNDING_FORMATS,
+    error_pattern,
+    passed_before,
+    precision_advice,
+    reference_from_rounded,
+)
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
-from kgen.evals.problem.format import sizes_text
+from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
+from kgen.evals.problem.format import flatten_outputs, sizes_text
+from kgen.evals.problem.layout import compact_copies, copy_inputs, describe_layout, is_plain_layout
 from kgen.evals.verdict import RejectionClass, Trial
 from kgen.evals.verifier.context import VerifierContext
 from kgen.evals.verifier.trial_parts import models, references, to_device
@@ -24,14 +40,6 @@ from kgen.evals.verifier.trial_parts import models, references, to_device
 def explain(ctx: VerifierContext, failure, trial: Trial, outputs, ref64, reference, inputs):
     """The failure with its pattern (``error_shape``), what it means under the precision
     policy, and what passed before it: the words a fix can start from."""
-    from kgen.evals.checks.compare import ComparisonFailure, outside_tolerance
-    from kgen.evals.checks.error_shape import (
-        ROUNDING_FORMATS,
-        error_pattern,
-        passed_before,
-        precision_advice,
-        reference_from_rounded,
-    )
 
     if failure.rejection is not RejectionClass.MISMATCH:
         return failure
@@ -54,8 +62,6 @@ def ill_conditioned(ctx: VerifierContext, reference, inputs, native, ref64) -> l
     """Outputs that move by more than half their tolerance when every floating input is
     nudged by one fp32 rounding (2^-24 relative): no kernel computing in fp32 can be
     judged there (rmsnorm backward over one element is rounding noise)."""
-    from kgen.evals.checks.compare import compare_output
-    from kgen.evals.problem.format import flatten_outputs
 
     torch = ctx.torch
     generator = torch.Generator().manual_seed(12345)
@@ -78,7 +84,6 @@ def diagnose(ctx: VerifierContext, problem, seed: int, inputs, ref64, what: str,
     """Name a numerical failure by the one thing that fixes it, when one does: the inputs
     laid out contiguously (the kernel ignores strides), or the weights the candidate was
     built with left in place (it copied them at construction)."""
-    from kgen.evals.problem.layout import compact_copies, describe_layout, is_plain_layout
 
     views = [i for i, x in enumerate(inputs) if not is_plain_layout(x)]
     if views and plain_call_matches(ctx, problem, seed, compact_copies(inputs), ref64):
@@ -119,9 +124,6 @@ def plain_call_matches(
     """One unwatched call on a new pair of modules: does it match ``ref64`` (recomputed when
     the weights differ, or with the reference switched to ``reference_mode`` "eval", when
     that changes the reference's answer)?"""
-    from kgen.evals.checks.compare import compare_output, failure_of
-    from kgen.evals.problem.format import flatten_outputs
-    from kgen.evals.problem.layout import copy_inputs
 
     reference, candidate = models(ctx, problem, seed, fresh_weights=fresh_weights)
     if not fresh_weights:
@@ -148,8 +150,6 @@ def plain_call_matches(
 
 def name_failure(ctx: VerifierContext, failure, trial: Trial, outputs: list[Any], what: str) -> tuple[RejectionClass, str]:
     """Which class of the verification table a numerical failure belongs to."""
-    from kgen.evals.checks.candidate_call import same_values
-    from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
 
     detail = f"{failure} ({what})"
     if ctx.previous_outputs and any(

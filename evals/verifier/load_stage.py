@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from kgen.backends.module_loading import CandidateLoadError
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.watched_call import raise_guard_violation, raise_if_interpreter_limit
@@ -17,8 +18,6 @@ class LoadStage:
     name = "load"
 
     def run(self, ctx: VerifierContext) -> None:
-        from kgen.backends.module_loading import CandidateLoadError
-
         started = time.monotonic()
         try:
             with ctx.guard:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from kgen.evals.static_rules import check_candidate_source
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.context import VerifierContext, record_stage
 
@@ -20,8 +21,6 @@ class StaticStage:
     name = "static"
 
     def run(self, ctx: VerifierContext) -> None:
-        from kgen.evals.static_rules import check_candidate_source
-
         started = time.monotonic()
         try:
             source = ctx.candidate_path.read_text()

@@ -10,7 +10,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kgen.evals.timing.gpu_sharing import GpuNeighbours
+from kgen.backends.registry import backend_info
+from kgen.backends.targets import UnknownTargetError, resolve_target
+from kgen.evals.problem.format import flatten_outputs, load_problem
+from kgen.evals.problem.memory_plan import ReferencePlacement
+from kgen.evals.timing.baseline_cache import cache_key, cached, file_digest
+from kgen.evals.timing.baselines import BaselineUnavailable, liger_baseline
+from kgen.evals.timing.bench_result import BenchResult
+from kgen.evals.timing.gpu_sharing import GpuNeighbours, gpu_neighbours
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.trial_parts import inputs_for, models, references
@@ -25,9 +32,6 @@ def _comparable(ctx: VerifierContext, problem, torch) -> dict[str, Any]:
     the device and the library versions (a cache key's parts): torch's and those of every
     toolchain the candidate's backend requires (``BackendInfo.requires``)."""
     import importlib
-
-    from kgen.backends.registry import backend_info
-    from kgen.evals.timing.baseline_cache import file_digest
 
     toolchains = {
         name: str(getattr(importlib.import_module(name), "__version__", "unknown"))
@@ -86,7 +90,6 @@ def reusable_cache_dir(cache_dir: str | None, neighbours: GpuNeighbours) -> str 
 def _device_figure(cache_dir: str | None, same: dict[str, Any], figure: str, measure,
                    errors: dict[str, str]) -> float:
     """The device's copy bandwidth or matmul rate, measured once per device for the run."""
-    from kgen.evals.timing.baseline_cache import cache_key, cached
 
     outcome = cached(cache_dir, cache_key(device=same["device"], torch=same["torch"], figure=figure),
                      lambda: {"value": measure()})
@@ -108,12 +111,7 @@ class TimingStage:
 def time_and_judge(ctx: VerifierContext) -> None:
     """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
     problem's default sizes; judge the figures before reporting them."""
-    from kgen.backends.targets import UnknownTargetError, resolve_target
     from kgen.evals.checks.compare import compare_output, failure_of
-    from kgen.evals.problem.format import flatten_outputs, load_problem
-    from kgen.evals.timing.baseline_cache import cache_key, cached
-    from kgen.evals.timing.baselines import BaselineUnavailable, liger_baseline
-    from kgen.evals.timing.bench_result import BenchResult
     from kgen.evals.timing.measure import measure_copy_bandwidth, measure_matmul_tflops, time_on_gpu
     from kgen.evals.timing.sol import faster_than_light, speed_of_light, with_measurement
 
@@ -128,7 +126,6 @@ def time_and_judge(ctx: VerifierContext) -> None:
     sizes = ctx.request.bench_sizes or ctx.request.size_sets[0]
     problem = load_problem(ctx.request.problem_path, sizes)
     seed = ctx.request.seeds[0]
-    from kgen.evals.problem.memory_plan import ReferencePlacement
 
     # Rotating input sets keep the L2 cache from serving a trial; a problem too big for the
     # device to hold its reference is gigabytes per input, far past any L2: one set is enough.
@@ -141,8 +138,6 @@ def time_and_judge(ctx: VerifierContext) -> None:
     def timed_candidate(*args: Any) -> Any:
         last["args"], last["out"] = args, candidate(*args)
         return last["out"]
-
-    from kgen.evals.timing.gpu_sharing import gpu_neighbours
 
     # Asked before timing: a timing beside another process's kernels is marked as shared.
     # Asking can fail (NVML's library, the driver): the timing is then reported as not checked.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from kgen.evals.problem.format import read_problem
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.watched_call import raise_guard_violation
@@ -21,7 +22,6 @@ class TrainCheckStage:
     name = "train_check"
 
     def run(self, ctx: VerifierContext) -> None:
-        from kgen.evals.problem.format import read_problem
         from kgen.evals.verifier.train_check import run_train_check
 
         if not ctx.request.train_check:

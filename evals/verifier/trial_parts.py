@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from kgen.evals.problem.format import flatten_outputs, load_problem
 from kgen.evals.verdict import Rejected, RejectionClass
 from kgen.evals.verifier.context import VerifierContext
 from kgen.evals.verifier.watched_call import (
@@ -37,7 +38,6 @@ def to_device(ctx: VerifierContext, value: Any, upcast: bool = False, device: An
 
 def problem_at(ctx: VerifierContext, sizes: dict[str, int]) -> LoadedProblem:
     """The problem file executed at ``sizes``, loaded once per set of sizes."""
-    from kgen.evals.problem.format import load_problem
 
     key = repr(sorted(sizes.items()))
     if key not in ctx.problems:
@@ -110,7 +110,6 @@ def references(ctx: VerifierContext, reference: Any, inputs: list[Any]) -> tuple
     """The reference's outputs in the problem's own dtypes and in fp64; ``ctx.reference_aliases``
     names the outputs that share storage with an input (a view the candidate may return too)."""
     from kgen.evals.checks.candidate_call import aliased_outputs
-    from kgen.evals.problem.format import flatten_outputs
     from kgen.evals.problem.layout import copy_inputs
 
     where = ctx.memory.reference_device(ctx.sizes_now)

@@ -14,8 +14,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
+from kgen.evals.checks.poison import check_unwritten
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
-from kgen.evals.problem.format import sizes_text
+from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
+from kgen.evals.problem.format import ProblemError, load_problem, sizes_text
+from kgen.evals.problem.input_distributions import SELF_CHECKED, distributions_for, representable
 from kgen.evals.verdict import Rejected, RejectionClass, SkipTrial, Trial
 from kgen.evals.verifier.context import VerifierContext, save_report
 from kgen.evals.verifier.failure_diagnosis import diagnose, explain, ill_conditioned, name_failure
@@ -29,14 +33,6 @@ if TYPE_CHECKING:
 def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution: str, generated: bool = False) -> Trial:
     """Run one trial and record it in the report; raises ``Rejected`` with the failure named,
     ``SkipTrial`` when the reference cannot judge it."""
-    from kgen.evals.checks.compare import (
-        ComparisonFailure,
-        check_structure,
-        compare_output,
-        failure_of,
-    )
-    from kgen.evals.checks.poison import check_unwritten
-    from kgen.evals.problem.input_distributions import SELF_CHECKED, representable
 
     torch = ctx.torch
     started = time.monotonic()
@@ -119,7 +115,6 @@ def run_trial(ctx: VerifierContext, sizes: dict[str, int], distribution: str, se
     against the candidate). A failure is named before it is raised: a mismatch that the
     precision probes make much worse is a narrow accumulator, an error at other sizes after
     the first passed is shape specialisation."""
-    from kgen.evals.problem.format import ProblemError
 
     try:
         problem = problem_at(ctx, sizes)
@@ -153,9 +148,6 @@ def probe_precision(ctx: VerifierContext, problem: LoadedProblem, seed: int, fai
     """A mismatch on ordinary inputs: if the probe inputs make it much worse, it is an
     accumulator too narrow for its sums (a bf16 running sum feeding an fp32 output
     fails even on normal inputs), and the verdict should say so."""
-    from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
-    from kgen.evals.problem.format import load_problem
-    from kgen.evals.problem.input_distributions import distributions_for
 
     if ctx.request.probe_sizes and ctx.request.probe_sizes != problem.sizes:
         problem = load_problem(ctx.request.problem_path, ctx.request.probe_sizes)

@@ -14,6 +14,8 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kgen.evals.checks.memory_report import is_out_of_memory
+from kgen.evals.static_rules import cpu_fallback_lines
 from kgen.evals.verdict import Inconclusive, InconclusiveCause, Rejected, RejectionClass
 from kgen.evals.verifier.context import VerifierContext
 
@@ -44,7 +46,6 @@ def raise_if_interpreter_limit(ctx: VerifierContext, exc: BaseException, what: s
     """No verdict instead of a rejection where the exception is not the kernel's fault: the
     device out of memory (whose allocation it was, ``DeviceMemory.whose_oom``) or a limit of
     the CPU interpreter a GPU does not have."""
-    from kgen.evals.checks.memory_report import is_out_of_memory
 
     if is_out_of_memory(exc):
         raise ctx.memory.whose_oom(exc, what, by_candidate=True, held_before=ctx.held_before_call) from exc
@@ -70,7 +71,6 @@ def raise_if_cpu_fallback(ctx: VerifierContext, what: str) -> None:
     """A forward that launched nothing on the CPU, from a file with a device-tested CPU
     fallback (``if x.device.type == "cpu": return torch...``), took the branch a GPU never
     takes: only a GPU can judge its kernels."""
-    from kgen.evals.static_rules import cpu_fallback_lines
 
     if ctx.device.type != "cpu":
         return

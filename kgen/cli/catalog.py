@@ -9,8 +9,11 @@ import typer
 from rich.table import Table
 
 from kgen.backends.device import Device
+from kgen.backends.targets import all_targets
 from kgen.cli.terminal import console, fail_usage
 from kgen.errors import KgenUsageError
+from kgen.evals.problem.catalog import catalog, resolve_problem
+from kgen.evals.problem.format import sizes_text
 
 problems_app = typer.Typer(help="The problem catalog (KernelBench format).", no_args_is_help=True)
 
@@ -18,8 +21,6 @@ problems_app = typer.Typer(help="The problem catalog (KernelBench format).", no_
 @problems_app.command("list")
 def problems_list() -> None:
     """List the catalog's problems with their default sizes."""
-    from kgen.evals.problem.catalog import catalog
-    from kgen.evals.problem.format import sizes_text
 
     table = Table(title="kgen problem catalog", title_justify="left")
     for column in ("name", "kind", "description", "default sizes"):
@@ -38,8 +39,6 @@ def problems_show(
 ) -> None:
     """Show one problem: metadata, size sets, byte/FLOP model and source."""
     from rich.syntax import Syntax
-
-    from kgen.evals.problem.catalog import resolve_problem
 
     try:
         info = resolve_problem(name)
@@ -75,16 +74,12 @@ def problems_show(
 
 
 def _sizes(sizes: dict[str, int]) -> str:
-    from kgen.evals.problem.format import sizes_text
-
     return sizes_text(sizes) or "-"
 
 
 def targets_command() -> None:
     """List the hardware targets kgen knows, with their ceilings and compiler targets."""
     from rich import box
-
-    from kgen.backends.targets import all_targets
 
     table = Table(title="kgen hardware targets", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("name", "GPU", "compiler", "SMs", "TB/s", "BF16", "FP8", "L2 MB"):

@@ -10,6 +10,12 @@ import typer
 from rich.table import Table
 
 from kgen.cli.terminal import console, fail_usage
+from kgen.core.settings import (
+    config_file_path,
+    default_config_text,
+    describe_settings,
+    load_settings,
+)
 from kgen.errors import KgenUsageError
 
 
@@ -25,13 +31,6 @@ def config_command(
     """
     from rich import box
     from rich.text import Text
-
-    from kgen.core.settings import (
-        config_file_path,
-        default_config_text,
-        describe_settings,
-        load_settings,
-    )
 
     if default and path:
         fail_usage("--default and --path are alternatives; give one")

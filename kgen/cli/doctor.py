@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 import typer
 from pydantic import BaseModel, Field
 
-from kgen.backends.targets import DEFAULT_TARGET
+from kgen.agent.llm.models import ModelSpecError, parse_model
+from kgen.agent.llm.providers import choose_api_key
+from kgen.api import api_keys
+from kgen.backends.registry import (
+    UnknownBackendError,
+    backend_info,
+    missing_requirement,
+    target_problem,
+)
+from kgen.backends.targets import DEFAULT_TARGET, UnknownTargetError, resolve_target
 from kgen.cli.doctor_endpoints import (
     ENDPOINT_DEADLINE_S,
     EndpointCheck,
@@ -34,7 +43,8 @@ from kgen.cli.doctor_endpoints import (
     safe,
 )
 from kgen.cli.terminal import console, fail_usage
-from kgen.core.settings import Settings
+from kgen.core.settings import Settings, config_file_path, load_settings
+from kgen.core.version import __version__
 from kgen.errors import KgenUsageError
 
 if TYPE_CHECKING:
@@ -127,7 +137,6 @@ def doctor_command(
 
     Exit status: 0; 1 when a configured model cannot be used (malformed, no key, unreachable, key rejected, model not served); 2 for a broken configuration.
     """
-    from kgen.core.settings import load_settings
 
     try:
         settings = load_settings()
@@ -149,7 +158,6 @@ def collect_diagnosis(
     Unless ``offline``, each configured model's endpoint is asked (see the module docstring),
     within ``endpoint_deadline_s`` seconds for all of them together.
     """
-    from kgen.core.settings import config_file_path
 
     issues: list[str] = []
     config_file = config_file_path()
@@ -272,8 +280,6 @@ def _probe(what: str, probe: Callable[[], T], issues: list[str], fallback: T) ->
 
 
 def _kgen_version() -> str:
-    from kgen.core.version import __version__
-
     return __version__
 
 
@@ -299,7 +305,6 @@ def _gpu_info(issues: list[str]) -> GpuInfo:
         return info
     info.available = True
     info.name = torch.cuda.get_device_name(0)
-    from kgen.backends.targets import UnknownTargetError, resolve_target
 
     try:
         info.target = resolve_target(info.name).name
@@ -401,9 +406,6 @@ def _model_line(settings: Settings, d: Diagnosis) -> str:
     if not settings.models:
         return ("offline mode (no model configured): retrieve the best known kernels and tune "
                 "their parameters")
-    from kgen.agent.llm.models import ModelSpecError, parse_model
-    from kgen.agent.llm.providers import choose_api_key
-    from kgen.api import api_keys
 
     configured = api_keys(settings)
     for model in settings.models:
@@ -440,7 +442,6 @@ def _device_line(settings: Settings, d: Diagnosis) -> str:
 
 def _backend_info(name: str):
     """The registry's entry for the configured backend, or None (an unknown name: an issue)."""
-    from kgen.backends.registry import UnknownBackendError, backend_info
 
     try:
         return backend_info(name)
@@ -449,9 +450,6 @@ def _backend_info(name: str):
 
 
 def _check_setup(settings: Settings, d: Diagnosis) -> None:
-    from kgen.backends.registry import UnknownBackendError, missing_requirement, target_problem
-    from kgen.backends.targets import UnknownTargetError, resolve_target
-
     if d.packages.get("torch") is None:
         d.issues.append("torch is not installed: kgen cannot compile or verify kernels")
     try:

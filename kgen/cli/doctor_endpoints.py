@@ -23,6 +23,16 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from kgen.agent.llm.models import ModelSpecError, parse_model
+from kgen.agent.llm.providers import (
+    DEFAULT_KEY_ENV,
+    choose_api_key,
+    http_library,
+    redactor,
+    server_message,
+)
+from kgen.agent.llm.usage import SNAPSHOT_SUFFIX
+from kgen.api import api_keys
 from kgen.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -85,9 +95,6 @@ def check_models(settings: Settings, *, offline: bool = False,
     answered by then (however slowly it sends bytes) is reported as not answering in time,
     and doctor does not wait for it.
     """
-    from kgen.agent.llm.models import ModelSpecError, parse_model
-    from kgen.agent.llm.providers import choose_api_key
-    from kgen.api import api_keys
 
     configured = api_keys(settings)
     checks: dict[str, EndpointCheck] = {}
@@ -124,7 +131,6 @@ def check_models(settings: Settings, *, offline: bool = False,
 
 def _key_source(settings: Settings, spec: ModelSpec, choice: KeyChoice) -> str:
     """Where the key ``choose_api_key`` picked comes from, in its own order (never the key)."""
-    from kgen.agent.llm.providers import DEFAULT_KEY_ENV
 
     if choice.placeholder:
         return "kgen's placeholder (no key)"
@@ -189,7 +195,6 @@ def _asker(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source: str,
 def _ask_endpoint(spec: ModelSpec, endpoint: str, choice: KeyChoice, key_source: str,
                   deadline_s: float, clients: list[Any]) -> EndpointCheck:
     """The models list, then (no list, or the model not on it) a one-token completion."""
-    from kgen.agent.llm.providers import redactor, server_message
 
     assert choice.key is not None
     key = choice.key.get_secret_value()
@@ -293,7 +298,6 @@ def _sdk_client(provider: str, endpoint: str, key: str, timeout_s: float) -> tup
         import anthropic as sdk
 
         make = sdk.Anthropic
-    from kgen.agent.llm.providers import http_library
 
     host = urlsplit(endpoint).hostname or ""
     http_client = None
@@ -321,7 +325,6 @@ def _listed(model: str, names: list[str]) -> bool:
     """Whether a models list names ``model``: exactly, as a dated snapshot or alias of it
     (``claude-sonnet-4-5`` is listed as ``claude-sonnet-4-5-20250929``), or as Ollama's
     ``NAME:latest``."""
-    from kgen.agent.llm.usage import SNAPSHOT_SUFFIX
 
     wanted = {model, SNAPSHOT_SUFFIX.sub("", model)}
     if ":" not in model:

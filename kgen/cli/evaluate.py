@@ -16,11 +16,22 @@ import typer
 from rich.markup import escape
 
 from kgen.backends.registry import backend_info
+from kgen.cli.display import print_eval_result
 from kgen.cli.option_flags import with_command_flags
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
 from kgen.core.option_table import option
 from kgen.errors import KgenUsageError
+from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.problem.policies import parse_precision, parse_torch_ops
+from kgen.evals.suites.suite import (
+    discover_suite,
+    find_candidate,
+    row_from_result,
+    summarize,
+    write_suite_outputs,
+)
+from kgen.knowledge_base import SEED_KERNELS_DIR
 
 #: where a candidate may run, as the option table declares it
 DEVICES: tuple[str, ...] = get_args(option("device").annotation)
@@ -43,8 +54,6 @@ def eval_command(
     Exit code 0: passed; 1: rejected (the reason says why); 2: bad usage; 3: inconclusive
     (kgen could not judge it here, e.g. the CPU interpreter cannot run what the kernel uses).
     """
-    from kgen.cli.display import print_eval_result
-    from kgen.evals.harness import EvalOptions, evaluate
 
     json_output = options.pop("json_output")
     check_device(options["device"])
@@ -88,16 +97,6 @@ def bench_command(
     import shlex
 
     from kgen.backends.device import resolve_device
-    from kgen.evals.harness import EvalOptions, evaluate
-    from kgen.evals.problem.policies import parse_precision, parse_torch_ops
-    from kgen.evals.suites.suite import (
-        discover_suite,
-        find_candidate,
-        row_from_result,
-        summarize,
-        write_suite_outputs,
-    )
-    from kgen.knowledge_base import SEED_KERNELS_DIR
 
     out: Path = options["out"]
     precision, torch_ops, no_verify = options["precision"], options["torch_ops"], options["no_verify"]

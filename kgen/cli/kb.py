@@ -16,6 +16,7 @@ from rich.table import Table
 
 from kgen.backends.registry import known_backends
 from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.core.settings import load_settings
 from kgen.errors import KgenUsageError
 
 kb_app = typer.Typer(
@@ -38,7 +39,6 @@ KbOption = Annotated[
 
 def _open(kb: str | None, *, seed: bool = True):
     """The store at the flag's location, else the configured one, with the configured embedding."""
-    from kgen.core.settings import load_settings
     from kgen.knowledge_base.seeding import open_knowledge_base
     from kgen.knowledge_base.store import KnowledgeBase, KnowledgeBaseError
 

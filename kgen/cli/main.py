@@ -9,8 +9,9 @@ ended without one for some target / the candidate was rejected, 2 bad usage (an 
 problem, target or run, a missing file, an invalid option, a key or server that cannot be
 used: a ``kgen.errors.KgenUsageError``), 3 `kgen run`: a verified kernel for every target but
 no model produced code; `kgen eval`: inconclusive (kgen could not judge the candidate here),
-130 interrupted. Errors are one line on stderr, never a traceback. Heavy modules are imported
-inside the commands so `kgen --help` stays fast.
+130 interrupted. Errors are one line on stderr, never a traceback. Heavy modules (torch, triton, the LLM
+SDKs, Chroma) are imported inside the commands so `kgen --help` stays fast
+(``tests/test_architecture.py`` checks it).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from kgen.cli.report import report_command
 from kgen.cli.run import resume_command, run_command, runs_command
 from kgen.cli.solve import solve_command
 from kgen.cli.terminal import err_console, print_error
+from kgen.evals.sandbox.lifecycle import install_signal_handlers
+from kgen.knowledge_base.errors import KnowledgeBaseError
 
 app = typer.Typer(
     name="kgen",
@@ -80,9 +83,6 @@ def _with_default_command(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    from kgen.evals.sandbox.lifecycle import install_signal_handlers
-    from kgen.knowledge_base.errors import KnowledgeBaseError
-
     install_signal_handlers()  # SIGTERM, SIGINT, SIGHUP end the verifier children first
 
     try:

@@ -13,7 +13,10 @@ from typing import Annotated
 
 import typer
 
+from kgen.agent.run_directory import RunDirectory
+from kgen.agent.runs.backend_runs import is_backend_runs, started_runs
 from kgen.cli.terminal import console, fail_usage
+from kgen.core.settings import load_settings
 from kgen.errors import KgenUsageError
 
 
@@ -30,10 +33,7 @@ def report_command(
 
     Example: kgen report 20261122-081500-3fa9c1 --open
     """
-    from kgen.agent.run_directory import RunDirectory
-    from kgen.agent.runs.backend_runs import is_backend_runs, started_runs
     from kgen.agent.runs.html_report import write_report
-    from kgen.core.settings import load_settings
 
     try:
         found = RunDirectory.find(run, load_settings({}).runs_location)

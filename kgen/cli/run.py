@@ -15,14 +15,18 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from kgen.agent.run_directory import RunDirectory
+from kgen.agent.runs.start import resume_run
+from kgen.agent.runs.summary import render_summary
+from kgen.api import api_keys, run_options
+from kgen.cli.display import RunStatusLine
 from kgen.cli.option_flags import with_run_options
 from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.core.settings import load_settings
 from kgen.errors import KgenUsageError
 
 
 def _settings(overrides: dict):
-    from kgen.core.settings import load_settings
-
     try:
         return load_settings(overrides)
     except KgenUsageError as exc:
@@ -34,8 +38,6 @@ class LiveProgress:
     the run's clock, the latest step and the model calls being waited on, live."""
 
     def __init__(self, console=None) -> None:
-        from kgen.cli.display import RunStatusLine
-
         self.console = console or err_console
         self.line = RunStatusLine()
         self.started = self.line.started
@@ -56,8 +58,6 @@ class LiveProgress:
 
 
 def _report(summary, json_output: bool) -> None:
-    from kgen.agent.runs.summary import render_summary
-
     if json_output:
         print(summary.model_dump_json(indent=1))
     else:
@@ -101,7 +101,6 @@ def run_command(
     Example: kgen "layernorm fwd bf16 for H100 and MI300X" -m openai:gpt-5 --budget 16
     """
     from kgen.agent.runs.start import start_run
-    from kgen.api import api_keys, run_options
 
     try:
         run, settings = run_options(request, options)
@@ -117,8 +116,6 @@ def resume_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Continue an interrupted run; finished evaluations and paid model replies are reused."""
-    from kgen.agent.runs.start import resume_run
-    from kgen.api import api_keys
 
     settings = _settings({})
     summary = _run(lambda progress: resume_run(run, runs_dir=settings.runs_location,
@@ -131,8 +128,6 @@ def runs_command() -> None:
     import json
 
     from rich.table import Table
-
-    from kgen.agent.run_directory import RunDirectory
 
     settings = _settings({})
     table = Table(title=f"runs in {settings.runs_location}", title_justify="left")

@@ -19,6 +19,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from kgen.agent.runs.suite_runs import solve_suite
+from kgen.api import api_keys, run_options
 from kgen.cli.option_flags import with_run_options
 from kgen.cli.run import LiveProgress
 from kgen.cli.terminal import console, err_console, fail_usage
@@ -51,8 +53,6 @@ def solve_command(
 
     Example: kgen solve KernelBench/level1 -m openai:gpt-5 --budget 8 --out level1-gpt5
     """
-    from kgen.agent.runs.suite_runs import solve_suite
-    from kgen.api import api_keys, run_options
 
     if not suite.is_dir():
         fail_usage(f"suite folder not found: {suite}")

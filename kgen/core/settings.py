@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
+from kgen.backends.registry import known_backends
+from kgen.backends.targets import resolve_target
 from kgen.core.config import kgen_home
 from kgen.core.option_table import (
     ENV_PREFIX,
@@ -59,8 +61,6 @@ class _SettingsRules(BaseModel):
     @field_validator("backend", check_fields=False)
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        from kgen.backends.registry import known_backends
-
         if value.lower() not in known_backends():
             raise ValueError(f"unknown backend {value!r}; known backends: {', '.join(known_backends())}")
         return value.lower()
@@ -68,8 +68,6 @@ class _SettingsRules(BaseModel):
     @field_validator("targets", check_fields=False)
     @classmethod
     def _known_targets(cls, value: list[str]) -> list[str]:
-        from kgen.backends.targets import resolve_target
-
         names: list[str] = []
         for name in value:
             canonical = resolve_target(name).name  # an unknown name is a ValueError pydantic reports
