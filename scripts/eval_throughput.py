@@ -77,10 +77,11 @@ def _means(dicts: list[dict[str, float]]) -> dict[str, float]:
 def run_mode(problem: str, paths: list[Path], mode: str, run_dir: Path, json_dir: Path | None = None) -> Row:
     from kgen.agent.run_options import RunOptions
     from kgen.agent.search.graph import agent_eval_options
+    from kgen.backends.device import Device
     from kgen.evals.batch import evaluate_batch
 
     defaults = RunOptions(request=problem)
-    options = agent_eval_options("cuda", BACKEND, TARGET, full=False, train_check=defaults.train_check,
+    options = agent_eval_options(Device.CUDA, BACKEND, TARGET, full=False, train_check=defaults.train_check,
                                  timeout_s=defaults.eval_timeout_s, run_path=run_dir)
 
     def heard(index: int, result) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, SecretStr
+from pydantic import BeforeValidator, Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic.types import StringConstraints
 
@@ -165,6 +165,15 @@ MODELS, WHAT, SEARCH, EVALUATION, STORAGE = (
 #: the verifier's policies (``kgen.evals.problem.policies``) by the names a person types
 PRECISIONS = ("ieee", "tf32")
 TORCH_OPS = ("strict", "library")
+
+
+def _policy_word(value: Any) -> Any:
+    """A policy's name as the verifier reads it (``evals/problem/policies.py``): case and
+    surrounding spaces do not matter, in a run's options as in `kgen eval`'s flags."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+PolicyWord = BeforeValidator(_policy_word)
 #: what each policy means, and where it comes from when not set: shared by the help of `kgen run`
 #: and of `kgen eval` / `kgen bench` (``kgen.core.evaluation_flags``)
 PRECISION_HELP = ("Precision policy: ieee (fp32 problems are IEEE fp32) or tf32 (TF32 matrix products "
@@ -350,7 +359,7 @@ candidate's gradient and compare the loss curve with the reference's. Catches
 gradients that pass numeric checks and still break training; costs minutes.""",
     ),
     Option(
-        name="precision", annotation=Literal[PRECISIONS] | None, default=None, section=EVALUATION,
+        name="precision", annotation=Annotated[Literal[PRECISIONS], PolicyWord] | None, default=None, section=EVALUATION,
         expected=f"one of {', '.join(PRECISIONS)}", example='"tf32"', flags=("--precision",),
         eval_field="precision",
         help=f"{PRECISION_HELP} Default: precision as configured, else {PRECISION_DEFAULT}",
@@ -362,7 +371,7 @@ inputs to TF32 fails, and is named so); "tf32" admits TF32 matrix products, with
 own tolerance. Default: the problem's declaration, else "ieee".""",
     ),
     Option(
-        name="torch_ops", annotation=Literal[TORCH_OPS] | None, default=None, section=EVALUATION,
+        name="torch_ops", annotation=Annotated[Literal[TORCH_OPS], PolicyWord] | None, default=None, section=EVALUATION,
         expected=f"one of {', '.join(TORCH_OPS)}", example='"library"', flags=("--torch-ops",),
         eval_field="torch_ops",
         help=f"{TORCH_OPS_HELP} Default: torch_ops as configured, else {TORCH_OPS_DEFAULT}",

@@ -25,6 +25,7 @@ import kgen.cli.run
 import kgen.core.option_table
 from kgen.agent.run_options import RunOptions
 from kgen.api import run_options
+from kgen.backends.device import Device
 from kgen.core.option_table import (
     EVAL_OPTION_NAMES,
     OPTIONS,
@@ -333,7 +334,8 @@ def test_eval_options_take_their_defaults_and_bounds_from_the_table():
     for name in EVAL_OPTION_NAMES:
         entry, field = eval_option(name), EvalOptions.model_fields[name]
         assert getattr(defaults, name) == entry.default, name
-        bounds = {type(m).__name__.lower(): getattr(m, type(m).__name__.lower()) for m in field.metadata}
+        bounds = {type(m).__name__.lower(): getattr(m, type(m).__name__.lower()) for m in field.metadata
+                  if type(m).__name__ in ("Ge", "Gt", "Le")}  # not a type's own validator
         assert bounds == {k: v for k, v in (("ge", entry.ge), ("gt", entry.gt), ("le", entry.le)) if v is not None}
     assert eval_option("timeout_s") is option("eval_timeout_s")
 
@@ -359,7 +361,9 @@ def test_the_policy_names_are_the_verifiers():
 
     assert PRECISIONS == tuple(p.value for p in Precision)
     assert TORCH_OPS == tuple(t.value for t in TorchOps)
-    assert set(get_args(option("precision").annotation)[0].__args__) == set(PRECISIONS)
+    words = get_args(option("precision").annotation)[0]  # Annotated[Literal[...], normaliser]
+    assert set(get_args(get_args(words)[0])) == set(PRECISIONS)
+    assert set(get_args(get_args(get_args(option("torch_ops").annotation)[0])[0])) == set(TORCH_OPS)
 
 
 def test_precision_and_torch_ops_are_options_of_a_run(home, captured, monkeypatch):
@@ -377,10 +381,10 @@ def test_precision_and_torch_ops_are_options_of_a_run(home, captured, monkeypatc
 def test_the_agent_evaluates_with_the_runs_policies(tmp_path):
     from kgen.agent.search.graph import agent_eval_options
 
-    options = agent_eval_options("cpu", "triton", "h100", full=True, train_check=False, timeout_s=60,
+    options = agent_eval_options(Device.CPU, "triton", "h100", full=True, train_check=False, timeout_s=60,
                                  run_path=tmp_path, precision="tf32", torch_ops="library")
     assert (options.precision, options.torch_ops) == ("tf32", "library")
-    assert agent_eval_options("cpu", "triton", "h100", full=True, train_check=False, timeout_s=60,
+    assert agent_eval_options(Device.CPU, "triton", "h100", full=True, train_check=False, timeout_s=60,
                               run_path=tmp_path).precision is None
 
 
