@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# On a GPU machine: kgen's whole path once, as a user meets it, in steps that can be spread over
+# several 10-minute calls of the lent machine (each step's time on an H100 in brackets):
+#
+#   pytest       the GPU-marked timing and Triton-backend tests (1 min)
+#   seeds        every Triton seed kernel verified and timed at the catalog's full sizes
+#                (`kgen eval --bench`, about 30 s each)
+#   kernelbench  unmodified KernelBench level-1 files (ReLU, Softmax, LayerNorm) at their full
+#                sizes with solutions written for them (`kgen eval --bench`, 3 min)
+#   agent        the README's main command, offline: the seed re-measured, tuned variants
+#                verified as a batch and timed one at a time, the winner verified again at
+#                full size (3 min)
+#   selftest     the harness self-test over the same three KernelBench files at full size (2 min)
+#   scripted     the scripted two-provider run on the GPU (its pytest test, 2 min)
+#
+# Usage: scripts/gpu_check.sh OUT [STEP...]   (no step: all of them, in this order)
+#   OUT gets at most 8 files: log.txt (everything, with timestamps), summary.md (one line per
+#   check), work.tar.gz (each evaluation's JSON, the run folders, the tests' output).
+# Wheels carried in .whl/ (kgen's own and the dependencies the GPU image lacks) are installed
+# first. KGEN_CHECK_DEVICE=cpu runs the same commands on a CPU (a smoke test of the script).
+# Exit code: 0 every check as expected, 1 one was not (summary.md says which), 2 usage, 3 set-up.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+usage="usage: gpu_check.sh OUT [pytest|seeds|kernelbench|agent|selftest|scripted]..."
+[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
+out=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "$usage" >&2; exit 2; }
+shift
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(pytest seeds kernelbench agent selftest scripted)
+for step in "${steps[@]}"; do
+  case "$step" in pytest|seeds|kernelbench|agent|selftest|scripted) ;; *) echo "$usage" >&2; exit 2 ;; esac
+done
+wants() { [[ " ${steps[*]} " == *" $1 "* ]]; }
+device=${KGEN_CHECK_DEVICE:-cuda}
+log="$out/log.txt"
+summary="$out/summary.md"
+stamp() { echo "$(date +%H:%M:%S) $*" | tee -a "$log"; }
+record() { echo "| $1 | $2 | $3 |" >> "$summary"; stamp "$1: $2 ($3)"; }
+failed=0
+: >> "$log"
+[ -f "$summary" ] || printf '| check | outcome | detail |\n|---|---|---|\n' > "$summary"
+started=$SECONDS
+
+if ls "$root"/.whl/*.whl > /dev/null 2>&1; then
+  wheels=$(cd "$root/.whl" && ls -l *.whl | md5sum | cut -d' ' -f1)
+  if [ "$(cat /tmp/site/.kgen-wheels 2>/dev/null)" != "$wheels" ]; then
+    stamp "installing $(ls "$root"/.whl/*.whl | wc -l) carried wheel(s)"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      "$root"/.whl/*.whl 2>&1 | tail -3 | tee -a "$log"
+    echo "$wheels" > /tmp/site/.kgen-wheels
+  fi
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
+fi
+work=$(mktemp -d /tmp/kgen-check.XXXXXX)  # everything but the archive stays off $OUT
+mkdir -p "$work"
+export KGEN_HOME="$work/home" PYTHONUNBUFFERED=1
+cd /tmp  # never import kgen from the source tree's kgen/ folder
+python3 -c "import kgen, torch, triton; from kgen.evals.harness import evaluate; \
+print('kgen', kgen.__version__, kgen.__file__, '| torch', torch.__version__, '| triton', triton.__version__)" \
+  2>&1 | tee -a "$log" || { stamp "kgen does not import"; exit 3; }
+[ "$device" = cpu ] || nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader 2>&1 | tee -a "$log"
+
+# One evaluation: `kgen eval PROBLEM CANDIDATE --bench`, its verdict and figures in summary.md.
+evaluate() {  # NAME PROBLEM CANDIDATE
+  local name=$1 json="$work/eval_$1.json"
+  timeout 300 python3 -m kgen.cli eval "$2" "$3" --device "$device" --target h100 --bench --json > "$json" 2>> "$log"
+  local code=$?
+  local line
+  line=$(python3 - "$json" <<'PY' 2>&1
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = (r.get("bench") or {}).get("measurements") or {}
+cand, comp = (m.get("candidate") or {}), (m.get("torch.compile") or {})
+t = f"{cand.get('median_ms'):.4f} ms" if cand.get("median_ms") else "not timed"
+vs = f", {comp['median_ms'] / cand['median_ms']:.2f}x torch.compile" if cand.get("median_ms") and comp.get("median_ms") else ""
+print(f"{r['verdict']} {r.get('rejection') or r.get('inconclusive') or ''}|{len(r['trials'])} trials, {t}{vs}, "
+      f"{r['seconds']:.0f} s: {r['reason'][:120]}")
+PY
+)
+  record "eval $name" "${line%%|*} (exit $code)" "${line#*|}"
+  case "$line" in passed*) ;; *) failed=1 ;; esac
+}
+
+if wants pytest && [ "$device" != cpu ]; then
+  stamp "=== pytest (${SECONDS}s)"
+  TRITON_INTERPRET=0 timeout 240 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
+    "$root/tests/evals/timing/test_measure.py" "$root/tests/backends/test_triton_backend.py" \
+    --rootdir "$root" -c "$root/pyproject.toml" > "$work/pytest_gpu_timing.txt" 2>&1
+  code=$?
+  record "pytest -m gpu (timing, triton backend)" "exit $code" "$(tail -1 "$work/pytest_gpu_timing.txt")"
+  [ $code -eq 0 ] || failed=1
+fi
+if wants seeds; then
+  stamp "=== seeds (${SECONDS}s)"
+  seeds=("$root"/knowledge_base/seed_kernels/triton/*.py)
+  [ "$device" = cpu ] && seeds=("$root/knowledge_base/seed_kernels/triton/softmax.py")
+  for seed in "${seeds[@]}"; do
+    name=$(basename "$seed" .py)
+    evaluate "$name" "$name" "$seed"
+  done
+fi
+if wants kernelbench; then
+  stamp "=== kernelbench (${SECONDS}s)"
+  kb="$root/tests/fixtures/kernelbench/level1"
+  solutions="$root/tests/fixtures/kernelbench_solutions"
+  problems=(19_ReLU 23_Softmax 40_LayerNorm)
+  [ "$device" = cpu ] && problems=(23_Softmax)
+  for problem in "${problems[@]}"; do
+    evaluate "kernelbench_$problem" "$kb/$problem.py" "$solutions/level1_$problem.py"
+  done
+fi
+if wants agent; then
+  stamp "=== agent (${SECONDS}s)"
+  budget=(--budget 6 --generations 2)
+  [ "$device" = cpu ] && budget=(--budget 2)
+  timeout 420 python3 -m kgen.cli "Triton RMSNorm backward for H100" "${budget[@]}" --device "$device" \
+    --out "$work/run_offline" > "$work/run_offline.txt" 2>&1
+  code=$?
+  record "kgen \"Triton RMSNorm backward for H100\" ${budget[*]}" "exit $code" \
+    "$(grep -E 'best for h100' "$work/run_offline.txt" | tail -1 | cut -c1-200)"
+  [ $code -eq 0 ] || failed=1
+fi
+if wants selftest; then
+  stamp "=== selftest (${SECONDS}s)"
+  selftest=(19_ReLU 23_Softmax 40_LayerNorm)
+  [ "$device" = cpu ] && selftest=(23_Softmax)
+  mkdir -p "$work/selftest_suite"
+  for problem in "${selftest[@]}"; do cp "$root/tests/fixtures/kernelbench/level1/$problem.py" "$work/selftest_suite/"; done
+  timeout 300 python3 -m kgen.cli bench --self-test "$work/selftest_suite" --device "$device" \
+    --out "$work/selftest" > "$work/selftest.txt" 2>&1
+  code=$?
+  record "kgen bench --self-test (${selftest[*]})" "exit $code" "$(grep -iE 'passed|judged' "$work/selftest.txt" | tail -1 | cut -c1-160)"
+  [ $code -eq 0 ] || failed=1
+fi
+if wants scripted && [ "$device" != cpu ]; then
+  stamp "=== scripted (${SECONDS}s)"
+  TRITON_INTERPRET=0 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
+    "$root/tests/agent/runs/test_run_with_models.py" --rootdir "$root" -c "$root/pyproject.toml" \
+    > "$work/pytest_gpu_agent.txt" 2>&1
+  code=$?
+  record "pytest -m gpu (scripted two-provider run)" "exit $code" "$(tail -1 "$work/pytest_gpu_agent.txt")"
+  [ $code -eq 0 ] || failed=1
+fi
+tar -czf "$out/work.tar.gz" --exclude=home -C "$work" . 2>> "$log"
+
+[ "$device" = cpu ] || nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>&1 | tee -a "$log"  # nothing may be left
+stamp "done in $((SECONDS - started)) s, exit $failed"
+cat "$summary"
+exit $failed
