@@ -54,7 +54,10 @@ fi
 work=$(mktemp -d /tmp/kgen-check.XXXXXX)  # everything but the archive stays off $OUT
 mkdir -p "$work"
 export KGEN_HOME="$work/home" PYTHONUNBUFFERED=1
-cd /tmp  # never import kgen from the source tree's kgen/ folder
+# never import kgen from the source tree's kgen/ folder: not from the working directory, and in
+# pytest not from the checkout the project's `pythonpath = ["."]` would put first (that setting
+# serves an editable install, which maps kgen's other folders; here kgen is the installed wheel)
+cd /tmp
 python3 -c "import kgen, torch, triton; from kgen.evals.harness import evaluate; \
 print('kgen', kgen.__version__, kgen.__file__, '| torch', torch.__version__, '| triton', triton.__version__)" \
   2>&1 | tee -a "$log" || { stamp "kgen does not import"; exit 3; }
@@ -85,7 +88,7 @@ if wants pytest && [ "$device" != cpu ]; then
   stamp "=== pytest (${SECONDS}s)"
   TRITON_INTERPRET=0 timeout 240 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
     "$root/tests/evals/timing/test_measure.py" "$root/tests/backends/test_triton_backend.py" \
-    --rootdir "$root" -c "$root/pyproject.toml" > "$work/pytest_gpu_timing.txt" 2>&1
+    --rootdir "$root" -c "$root/pyproject.toml" -o pythonpath="$root/tests/support" > "$work/pytest_gpu_timing.txt" 2>&1
   code=$?
   record "pytest -m gpu (timing, triton backend)" "exit $code" "$(tail -1 "$work/pytest_gpu_timing.txt")"
   [ $code -eq 0 ] || failed=1
@@ -135,7 +138,7 @@ fi
 if wants scripted && [ "$device" != cpu ]; then
   stamp "=== scripted (${SECONDS}s)"
   TRITON_INTERPRET=0 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
-    "$root/tests/agent/runs/test_run_with_models.py" --rootdir "$root" -c "$root/pyproject.toml" \
+    "$root/tests/agent/runs/test_run_with_models.py" --rootdir "$root" -c "$root/pyproject.toml" -o pythonpath="$root/tests/support" \
     > "$work/pytest_gpu_agent.txt" 2>&1
   code=$?
   record "pytest -m gpu (scripted two-provider run)" "exit $code" "$(tail -1 "$work/pytest_gpu_agent.txt")"
