@@ -1,5 +1,6 @@
 """The built wheel carries every package under the kgen namespace, and no generic top-level names."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,11 +18,18 @@ FOLDERS = {"kgen": "kgen", "agent": "kgen/agent", "backends": "kgen/backends",
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    """The wheel, built from a private copy of the checkout: setuptools builds in the source's
+    own build/ folder, and two test processes building there at once break each other's build
+    (the xdist group above does not keep them apart under every pytest and xdist version)."""
+    source = tmp_path_factory.mktemp("source") / "kgen"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".whl", "tests", "docs"))
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
-        check=True, capture_output=True, timeout=600,
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
+        capture_output=True, text=True, timeout=600,
     )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     (path,) = out.glob("kgen-*.whl")
     return zipfile.ZipFile(path)
 
