@@ -12,23 +12,28 @@
 #                full size (3 min)
 #   selftest     the harness self-test over the same three KernelBench files at full size (2 min)
 #   scripted     the scripted two-provider run on the GPU (its pytest test, 2 min)
+#   matrix       the red-team confusion matrix of both backends, Triton and CuTe DSL
+#                (scripts/verification_matrix.py --device cuda --backend all; written to
+#                OUT/verification_gpu.md; KGEN_MATRIX_JOBS candidates at once, default 4; one call)
 #
 # Usage: scripts/gpu_check.sh OUT [STEP...]   (no step: all of them, in this order)
 #   OUT gets at most 8 files: log.txt (everything, with timestamps), summary.md (one line per
 #   check), work.tar.gz (each evaluation's JSON, the run folders, the tests' output).
 # Wheels carried in .whl/ (kgen's own and the dependencies the GPU image lacks) are installed
-# first. KGEN_CHECK_DEVICE=cpu runs the same commands on a CPU (a smoke test of the script).
+# first. CuTe DSL, which the GPU image lacks, travels as .cute1/.cute2 (see the cute-device tool's
+# README): when .cute2/activate is in the checkout it is sourced here, after the call that
+# carried .cute1 has left part 1 in $HOME/kgen-cute. KGEN_CHECK_DEVICE=cpu runs the same commands on a CPU (a smoke test of the script).
 # Exit code: 0 every check as expected, 1 one was not (summary.md says which), 2 usage, 3 set-up.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: gpu_check.sh OUT [pytest|seeds|kernelbench|agent|selftest|scripted]..."
+usage="usage: gpu_check.sh OUT [pytest|seeds|kernelbench|agent|selftest|scripted|matrix]..."
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "$usage" >&2; exit 2; }
 shift
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(pytest seeds kernelbench agent selftest scripted)
+[ ${#steps[@]} -gt 0 ] || steps=(pytest seeds kernelbench agent selftest scripted matrix)
 for step in "${steps[@]}"; do
-  case "$step" in pytest|seeds|kernelbench|agent|selftest|scripted) ;; *) echo "$usage" >&2; exit 2 ;; esac
+  case "$step" in pytest|seeds|kernelbench|agent|selftest|scripted|matrix) ;; *) echo "$usage" >&2; exit 2 ;; esac
 done
 wants() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 device=${KGEN_CHECK_DEVICE:-cuda}
@@ -50,6 +55,11 @@ if ls "$root"/.whl/*.whl > /dev/null 2>&1; then
     echo "$wheels" > /tmp/site/.kgen-wheels
   fi
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
+fi
+if [ -f "$root/.cute2/activate" ]; then  # it unpacks relative to the checkout, once per machine
+  pushd "$root" > /dev/null || exit 3
+  . .cute2/activate >> "$log" 2>&1 || stamp "CuTe DSL not activated (part 1 missing: make the call that carries .cute1)"
+  popd > /dev/null || exit 3
 fi
 work=$(mktemp -d /tmp/kgen-check.XXXXXX)  # everything but the archive stays off $OUT
 mkdir -p "$work"
@@ -142,6 +152,20 @@ if wants scripted && [ "$device" != cpu ]; then
     > "$work/pytest_gpu_agent.txt" 2>&1
   code=$?
   record "pytest -m gpu (scripted two-provider run)" "exit $code" "$(tail -1 "$work/pytest_gpu_agent.txt")"
+  [ $code -eq 0 ] || failed=1
+fi
+if wants matrix; then
+  stamp "=== matrix (${SECONDS}s)"
+  backend=all
+  if ! python3 -c "import cutlass.cute" > /dev/null 2>&1; then
+    backend=triton  # the CuTe half cannot run: said in the summary, and the check is not as expected
+    record "CuTe DSL on this machine" "missing" "carry .cute1, then .cute2 (the cute-device tool's README); Triton only"
+    failed=1
+  fi
+  timeout 560 python3 "$root/scripts/verification_matrix.py" --device "$device" --backend "$backend" \
+    --jobs "${KGEN_MATRIX_JOBS:-4}" --out "$out/verification_gpu.md" > "$work/matrix.txt" 2>&1
+  code=$?
+  record "verification_matrix.py --backend $backend" "exit $code" "$(grep -E 'candidates as expected|as expected,' "$work/matrix.txt" | tr '\n' ' ' | cut -c1-300)"
   [ $code -eq 0 ] || failed=1
 fi
 tar -czf "$out/work.tar.gz" --exclude=home -C "$work" . 2>> "$log"
