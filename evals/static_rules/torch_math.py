@@ -158,7 +158,7 @@ class _TorchMathRules(_Context):
     # -- compute-library ------------------------------------------------------------------
     def _import_compute_library(self, node: ast.AST, module: str) -> bool:
         if module.split(".")[0] in COMPUTE_LIBRARIES:
-            self.report("compute-library", node, f"import of `{module}`: compute outside a Triton kernel")
+            self.report("compute-library", node, f"import of `{module}`: compute outside the candidate's kernels")
             return True
         return False
 
@@ -167,9 +167,9 @@ class _TorchMathRules(_Context):
         if self._math_exempt(node) or self._library:
             return
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-            self.report("tensor-operator", node, "the @ operator is a torch matmul, not a Triton kernel")
+            self.report("tensor-operator", node, "the @ operator is a torch matmul, not the candidate's kernel")
         elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.MatMult):
-            self.report("tensor-operator", node, "the @= operator is a torch matmul, not a Triton kernel")
+            self.report("tensor-operator", node, "the @= operator is a torch matmul, not the candidate's kernel")
 
     def _operator_arith(self, node: ast.AST, chain: str) -> None:
         """``operator.add`` & co. (``chain`` is ``operator.<name>``)."""
@@ -233,7 +233,7 @@ class _TorchMathRules(_Context):
             if node.attr in _HOST_ESCAPES:
                 self.report("tensor-method", node, f"`.{node.attr}()` hands the data to another library to compute on")
             else:
-                self.report("tensor-method", node, f"`.{node.attr}(...)` computes in PyTorch, not in a Triton kernel")
+                self.report("tensor-method", node, f"`.{node.attr}(...)` computes in PyTorch, not in the candidate's kernel")
             return
         if node.attr in _ATTRIBUTE_LOOKALIKES:
             return
@@ -265,7 +265,7 @@ class _TorchMathRules(_Context):
         if self._library and self._calls_library_module(node.func):
             return
         if not self._math_exempt(node) and self._calls_nn_module(node.func):
-            self.report("torch-module-call", node, f"`{ast.unparse(node.func)}(...)` runs a torch.nn module, not a Triton kernel")
+            self.report("torch-module-call", node, f"`{ast.unparse(node.func)}(...)` runs a torch.nn module, not the candidate's kernel")
 
     def _calls_nn_module(self, func: ast.AST) -> bool:
         if isinstance(func, ast.Call) and self._is_nn_class(func.func):
@@ -360,6 +360,6 @@ class _TorchMathRules(_Context):
         if len(parts) == 3 and parts[1] == "nn" and parts[2][:1].isupper():
             return  # creating nn.Linear & co. (calling the instance is torch-module-call)
         if chain == "torch.nn.functional" or chain.startswith("torch.nn.functional."):
-            self.report("torch-math", node, f"`{shown}` is torch.nn.functional: compute belongs in a Triton kernel")
+            self.report("torch-math", node, f"`{shown}` is torch.nn.functional: compute belongs in the candidate's kernel")
             return
         self.report("torch-math", node, f"`{shown}` computes in PyTorch (not on the allocation/view allow list)")
