@@ -124,8 +124,8 @@ def run_argument_trials(ctx: VerifierContext) -> list[str]:
                 raise
             raise Rejected(
                 RejectionClass.HARDCODED_ARGUMENT,
-                f"right with the problem's {variation.name}={variation.default!r}, wrong with "
-                f"{variation.describe(value)}: the kernel does not follow this argument ({exc.rejection.value}: {exc})",
+                f"right with the problem's {variation.name}={variation.default!r}, wrong with {variation.name}={value!r}: "
+                f"the kernel does not follow this argument ({exc.rejection.value}: {exc})",
                 {"argument": variation.key, "default": variation.default, "value": value, **exc.evidence},
             ) from exc
         tried.append(variation.describe(value))
