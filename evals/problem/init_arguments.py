@@ -81,9 +81,14 @@ class ArgumentVariation(BaseModel):
     #: the default axis written the other way (``-1`` for ``2`` of three): must give the same answer
     equivalent: bool = False
 
+    @property
+    def place(self) -> str:
+        """Where a literal stands, for a message: `` (get_init_inputs()[0])``; empty for a constant."""
+        return "" if self.key == self.name else f" ({self.key})"
+
     def describe(self, value: Number) -> str:
         """``eps=0.01 (default 1e-05)``: how a message names the variation."""
-        return f"{self.name}={value!r} (default {self.default!r})"
+        return f"{self.name}={value!r}{self.place} (default {self.default!r})"
 
 
 def _number(node: ast.expr | None) -> Number | None:
@@ -174,7 +179,7 @@ def find_arguments(tree: ast.Module) -> list[InitArgument]:
                 key, value, name = element.id, constants[element.id], element.id
             else:
                 key, value = f"{source}()[{position}]", _number(element)
-                name = f"{parameter} ({key})" if parameter else key
+                name = parameter or key
             names = tuple(n for n in (key if key in constants else None, parameter) if n)
             role = None if value is None else _role(value, names)
             if role is None or key in found:

@@ -112,7 +112,9 @@ def run_argument_trials(ctx: VerifierContext) -> list[str]:
         seed = seeds[i % len(seeds)]
         value, why = chosen_value(ctx, variation, sizes, seed)
         if value is None:
-            ctx.report.skipped.append(f"argument {variation.name} (default {variation.default!r}) not varied: {why}")
+            ctx.report.skipped.append(
+                f"argument {variation.name}{variation.place} (default {variation.default!r}) not varied: {why}"
+            )
             continue
         try:
             trial(ctx, problem_at(ctx, sizes, {variation.key: value}), seed, "normal", generated=True)
@@ -124,7 +126,8 @@ def run_argument_trials(ctx: VerifierContext) -> list[str]:
                 raise
             raise Rejected(
                 RejectionClass.HARDCODED_ARGUMENT,
-                f"right with the problem's {variation.name}={variation.default!r}, wrong with {variation.name}={value!r}: "
+                f"right with the problem's {variation.name}={variation.default!r}{variation.place}, wrong with "
+                f"{variation.name}={value!r}: "
                 f"the kernel does not follow this argument ({exc.rejection.value}: {exc})",
                 {"argument": variation.key, "default": variation.default, "value": value, **exc.evidence},
             ) from exc
