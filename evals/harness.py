@@ -23,6 +23,7 @@ from kgen.core.config import compiler_cache_dir
 from kgen.core.option_table import evaluation_field
 from kgen.core.version import __version__
 from kgen.errors import KgenUsageError
+from kgen.evals.problem.argument_sets import argument_plan
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import ProblemInfo, consistent_sizes, sizes_text
 from kgen.evals.problem.size_sets import verification_size_plan
@@ -143,6 +144,7 @@ def evaluate(
             fallback_size_sets={i: list(size_set.fallbacks) for i, size_set in enumerate(plan) if size_set.fallbacks},
             probe_sizes=_probe_sizes(info, plan[0].sizes, size_device),
             distributions=options.distributions,
+            argument_variations=[] if options.timing_only else argument_plan(info, plan[0].sizes),
             targets=targets,
             also_compile_for=also_compile_for,
             compile_sizes=dict(info.sizes) if targets or also_compile_for else None,

@@ -63,6 +63,7 @@ class RejectionClass(str, Enum):
     STALE_WEIGHTS = "stale_weights"  # wrong once the weights change: a copy of them was taken earlier
     ENVIRONMENT_DEPENDENT = "environment_dependent"  # wrong when only the clock (or environment) differs
     OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"  # wrote past the end of a buffer it allocated
+    HARDCODED_ARGUMENT = "hardcoded_argument"  # right with the problem's eps / slope / dim, wrong with another
 
 
 class Rejected(Exception):
@@ -143,6 +144,8 @@ class Trial(ResultModel):
     seed: int
     sizes: dict[str, int]
     distribution: str = "normal"
+    #: arguments other than sizes set to other values than the problem's (``init_arguments.py``)
+    arguments: dict[str, int | float] = Field(default_factory=dict)
     outputs: list[OutputComparison] = Field(default_factory=list)
     launches: int = 0
     seconds: float = 0.0

@@ -42,6 +42,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kgen.errors import KgenUsageError
+from kgen.evals.problem.init_arguments import Number, rebind_arguments
 from kgen.evals.problem.policies import Policies, policies_for
 from kgen.evals.problem.size_constants import METADATA_PREFIX as _METADATA_PREFIX
 from kgen.evals.problem.size_constants import (
@@ -124,12 +125,15 @@ def consistent_sizes(path: Path, rebound: Mapping[str, int]) -> dict[str, int]:
 
 
 class LoadedProblem:
-    """A problem file executed at one set of sizes."""
+    """A problem file executed at one set of sizes, and with some arguments varied."""
 
-    def __init__(self, info: ProblemInfo, module: types.ModuleType, sizes: dict[str, int]):
+    def __init__(self, info: ProblemInfo, module: types.ModuleType, sizes: dict[str, int],
+                 arguments: dict[str, Number] | None = None):
         self.info = info
         self.module = module
         self.sizes = sizes
+        #: arguments other than sizes set to other values than the file's (``init_arguments.py``)
+        self.arguments = dict(arguments or {})
 
     @property
     def model_class(self) -> type:
@@ -155,6 +159,11 @@ def flatten_outputs(value: Any) -> list[Any]:
     if isinstance(value, (tuple, list)):
         return [leaf for item in value for leaf in flatten_outputs(item)]
     return [value]
+
+
+def parse_problem(path: Path) -> ast.Module:
+    """A problem file's syntax tree; a file that cannot be read or parsed is a ProblemError."""
+    return _parse(path)
 
 
 def _parse(path: Path) -> ast.Module:
@@ -220,8 +229,11 @@ def read_problem(path: str | Path) -> ProblemInfo:
     )
 
 
-def load_problem(path: str | Path, sizes: Mapping[str, int] | None = None) -> LoadedProblem:
-    """Execute a problem file, with some of its size constants rebound."""
+def load_problem(
+    path: str | Path, sizes: Mapping[str, int] | None = None, arguments: Mapping[str, Number] | None = None
+) -> LoadedProblem:
+    """Execute a problem file, with some of its size constants rebound and some of its
+    arguments other than sizes set (keys of ``init_arguments.find_arguments``)."""
     info = read_problem(path)
     sizes = dict(sizes or {})
     unknown = sorted(set(sizes) - set(info.sizes))
@@ -230,8 +242,10 @@ def load_problem(path: str | Path, sizes: Mapping[str, int] | None = None) -> Lo
             f"{info.name} has no size constant {', '.join(unknown)} "
             f"(it has: {', '.join(info.sizes) or 'none'})"
         )
-    tree = rebind(_parse(info.path), sizes)
-    digest = hashlib.sha1(repr(sorted(sizes.items())).encode()).hexdigest()[:8]
+    arguments = dict(arguments or {})
+    tree = rebind_arguments(rebind(_parse(info.path), sizes), arguments)
+    named = repr(sorted(sizes.items())) + (repr(sorted(arguments.items())) if arguments else "")
+    digest = hashlib.sha1(named.encode()).hexdigest()[:8]
     module_name = f"kgen_problem_{info.path.stem}_{digest}".replace("-", "_")
     module = types.ModuleType(module_name)
     module.__file__ = str(info.path)
@@ -242,7 +256,7 @@ def load_problem(path: str | Path, sizes: Mapping[str, int] | None = None) -> Lo
         sys.modules.pop(module_name, None)
         raise ProblemError(f"problem {info.name} failed to load: {type(exc).__name__}: {exc}") from exc
     effective = size_constants(tree)
-    return LoadedProblem(info, module, effective)
+    return LoadedProblem(info, module, effective, arguments)
 
 
 def input_dtype(info: ProblemInfo) -> str:

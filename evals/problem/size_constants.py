@@ -188,7 +188,7 @@ def _sequence(node: ast.Tuple | ast.List, env: Mapping[str, Value], own: frozens
     return IntTuple(tuple(items), isinstance(node, ast.List))
 
 
-def _stored_names(node: ast.AST) -> set[str]:
+def stored_names(node: ast.AST) -> set[str]:
     """Every name a statement stores to, outside nested function and class bodies."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
@@ -199,7 +199,7 @@ def _stored_names(node: ast.AST) -> set[str]:
         if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
             names.add(child.id)
         elif not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            names |= _stored_names(child)
+            names |= stored_names(child)
     return names
 
 
@@ -239,7 +239,7 @@ def statement_bindings(stmt: ast.stmt, env: Mapping[str, Value]) -> dict[str, Va
         combined = ast.BinOp(left=ast.Name(name, ast.Load()), op=stmt.op, right=stmt.value)
         bound[name] = evaluate(combined, env, frozenset({name}))
     else:
-        bound = dict.fromkeys(_stored_names(stmt))
+        bound = dict.fromkeys(stored_names(stmt))
     return {n: _constant_or_none(v) for n, v in bound.items() if not n.startswith(METADATA_PREFIX)}
 
 

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kgen.backends.device import Device
+from kgen.evals.problem.constant_names import MAX_AXIS_INDEX, is_axis_name, is_value_bound
 from kgen.evals.problem.format import (
     ProblemError,
     ProblemInfo,
@@ -72,17 +73,6 @@ from kgen.evals.problem.format import (
     load_problem,
 )
 from kgen.evals.problem.size_constants import base_name
-
-#: Constants named like these and no larger than :data:`MAX_AXIS_INDEX` name an axis, not a size.
-AXIS_NAMES = frozenset({"dim", "dims", "axis", "axes", "reduce_dim", "reduction_dim", "reduce_axis", "reduction_axis"})
-#: ``<op>_dim`` / ``<op>_dims`` names an axis when ``op`` is one of these (``sum_dim = 1``);
-#: ``hidden_dim`` / ``head_dim`` name sizes, so a bare ``_dim`` suffix is not enough.
-AXIS_OPS = frozenset({
-    "reduce", "reduction", "sum", "mean", "max", "min", "prod", "softmax", "log_softmax", "logsumexp",
-    "argmax", "argmin", "cumsum", "cumprod", "scan", "norm", "var", "std", "median", "sort", "topk",
-    "concat", "cat", "stack", "split", "chunk", "flip", "gather", "scatter", "index", "any", "all", "transpose",
-})
-MAX_AXIS_INDEX = 4
 
 #: On the CPU, a ``beyond_default`` set moves a constant past its default only up to these
 #: values: the interpreter runs each program in Python, so a row count of 16384 costs minutes.
@@ -144,15 +134,6 @@ def free_size_names(info: ProblemInfo) -> list[str]:
     return [k for k in info.sizes if k not in derived]
 
 
-def is_axis_name(name: str) -> bool:
-    """``dim``, ``reduce_dim``, ``sum_dim``, ``dims``, ``softmax_axis``: a name for an axis index."""
-    lowered = name.lower()
-    if lowered in AXIS_NAMES or lowered.endswith(("_axis", "_axes")):
-        return True
-    op, _, suffix = lowered.rpartition("_")
-    return suffix in ("dim", "dims") and op in AXIS_OPS
-
-
 def is_axis_index(name: str, value: int, length: int = 1) -> bool:
     """``dim = 1`` names the axis a reduction runs over; ``dim = 16384`` is a size.
 
@@ -160,12 +141,6 @@ def is_axis_index(name: str, value: int, length: int = 1) -> bool:
     elements may name axes up to ``length - 1`` (a permutation of six axes).
     """
     return is_axis_name(base_name(name)) and 0 <= value <= max(MAX_AXIS_INDEX, length - 1)
-
-
-def is_value_bound(name: str) -> bool:
-    """``hardtanh_max = 1``, ``clamp_min``: a bound a reference clamps values to, not a size."""
-    lowered = name.lower()
-    return lowered.endswith(("_min", "_max")) or lowered in ("min_value", "max_value", "min_val", "max_val")
 
 
 def unmovable_reasons(info: ProblemInfo) -> dict[str, str]:

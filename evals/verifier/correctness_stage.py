@@ -3,7 +3,8 @@ the plain call sequence and the cache probe.
 
 Trials run in a fixed order, so a failure can be named by what passed before it: the
 default sizes on normal inputs over every seed first, then the other input distributions,
-then the other size sets (``trials.py``). Then the ghost check (kernels switched off must
+then the other size sets (``trials.py``), then one trial per varied argument other than a size
+(``argument_trials.py``). Then the ghost check (kernels switched off must
 change the output, ``ghost_check.py``), the uninstrumented call sequence
 (``call_sequence.py``) and the cache probe (new values in the same buffers must give new
 outputs).
@@ -17,6 +18,7 @@ from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTR
 from kgen.evals.problem.format import load_problem, read_problem
 from kgen.evals.problem.input_distributions import distributions_for
 from kgen.evals.verdict import StageStatus
+from kgen.evals.verifier.argument_trials import run_argument_trials
 from kgen.evals.verifier.call_sequence import run_cache_probe, run_call_sequence
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.ghost_check import run_ghost_check
@@ -53,6 +55,10 @@ def trial_plan(ctx: VerifierContext) -> list[tuple[dict[str, int], str, int]]:
     return plan
 
 
+def _varied_text(varied: list[str]) -> str:
+    return f" and {len(varied)} varied argument(s) ({'; '.join(varied)})" if varied else ""
+
+
 class CorrectnessStage:
     """Every trial of the plan, a made-up size set the reference cannot run replaced by its
     one-constant-at-a-time fallbacks; then the checks of what a candidate does across calls."""
@@ -76,6 +82,7 @@ class CorrectnessStage:
                 # A combined move the reference cannot run: each constant's move alone.
                 for alone in fallbacks.get(repr(sorted(sizes.items())), []):
                     run_trial(ctx, alone, distribution, seed, generated=True)
+        varied = run_argument_trials(ctx)
         first = problem_at(ctx, ctx.request.size_sets[0])
         behaviour = problem_at(ctx, ctx.behaviour_sizes)
         if not ctx.request.reference_self_test:
@@ -91,12 +98,13 @@ class CorrectnessStage:
             StageStatus.PASSED,
             f"{len(ctx.report.trials)} trial(s) matched the fp64 reference over {len(ctx.request.seeds)} seed(s), "
             f"{len({d for _, d, _ in plan})} input distribution(s) and {len({repr(t.sizes) for t in ctx.report.trials})} "
-            f"size set(s); worst error {ctx.worst:.2f}x of tolerance; kernels switched off change the output; "
+            f"size set(s){_varied_text(varied)}; worst error {ctx.worst:.2f}x of tolerance; kernels switched off change the output; "
             f"new inputs in old buffers give new outputs; {sequence.summary}",
             started,
             seeds=ctx.request.seeds,
             size_sets=ctx.request.size_sets,
             distributions=sorted({d for _, d, _ in plan}),
+            arguments_varied=varied,
             worst_error_over_tolerance=ctx.worst,
             weights=ctx.transfer.model_dump() if ctx.transfer is not None else None,
             call_sequence=sequence.model_dump(),

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from kgen.backends.device import Device
 from kgen.backends.registry import DEFAULT_BACKEND
+from kgen.evals.problem.init_arguments import ArgumentVariation
 from kgen.evals.problem.policies import Policies
 from kgen.evals.result import VerifierReport
 
@@ -38,6 +39,8 @@ class ChildRequest(BaseModel):
     #: sizes for the precision-probe distributions (a long reduction axis); None: the first set
     probe_sizes: dict[str, int] | None = None
     distributions: bool = True
+    #: constructor (and forward) arguments other than sizes, each varied in one trial after the size sets
+    argument_variations: list[ArgumentVariation] = Field(default_factory=list)
     targets: list[str] = Field(default_factory=list)
     #: compiled for too; a failure there is recorded, not a rejection (``EvalOptions``)
     also_compile_for: list[str] = Field(default_factory=list)

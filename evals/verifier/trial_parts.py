@@ -13,6 +13,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from kgen.evals.problem.format import flatten_outputs, load_problem
+from kgen.evals.problem.init_arguments import Number
 from kgen.evals.verdict import Rejected, RejectionClass
 from kgen.evals.verifier.context import VerifierContext
 from kgen.evals.verifier.watched_call import (
@@ -36,12 +37,12 @@ def to_device(ctx: VerifierContext, value: Any, upcast: bool = False, device: An
     return value
 
 
-def problem_at(ctx: VerifierContext, sizes: dict[str, int]) -> LoadedProblem:
-    """The problem file executed at ``sizes``, loaded once per set of sizes."""
+def problem_at(ctx: VerifierContext, sizes: dict[str, int], arguments: dict[str, Number] | None = None) -> LoadedProblem:
+    """The problem file executed at ``sizes`` (and with ``arguments`` varied), loaded once per set."""
 
-    key = repr(sorted(sizes.items()))
+    key = repr(sorted(sizes.items())) + (repr(sorted(arguments.items())) if arguments else "")
     if key not in ctx.problems:
-        ctx.problems[key] = load_problem(ctx.request.problem_path, sizes)
+        ctx.problems[key] = load_problem(ctx.request.problem_path, sizes, arguments)
     return ctx.problems[key]
 
 

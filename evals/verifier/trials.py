@@ -37,6 +37,8 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
     torch = ctx.torch
     started = time.monotonic()
     what = f"seed {seed}, {distribution} inputs, sizes {sizes_text(problem.sizes)}"
+    if problem.arguments:
+        what += ", " + ", ".join(f"{k}={v!r}" for k, v in problem.arguments.items())
     inputs = inputs_for(ctx, problem, seed, distribution)
     reference, candidate = models(ctx, problem, seed)
     if generated:
@@ -44,7 +46,7 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
             references(ctx, reference, inputs)
         except Exception as exc:  # noqa: BLE001 - the problem's own limits, not the candidate's
             raise SkipTrial(f"{what}: the reference cannot run these made-up sizes ({type(exc).__name__}: {exc})") from exc
-    result = Trial(seed=seed, sizes=problem.sizes, distribution=distribution)
+    result = Trial(seed=seed, sizes=problem.sizes, distribution=distribution, arguments=problem.arguments)
     ctx.report.trials.append(result)
     save_report(ctx)  # if the candidate kills the process now, the parent knows where
     # The candidate runs before the reference: no reference output can be lying in freed memory.

@@ -55,13 +55,14 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
                         "seed", "inputs", "sizes", "kernels", "rel-L2", "tol", "eager", "ok", no_wrap=True)
         for trial in result.trials:
             sizes = "x".join(str(v) for v in trial.sizes.values())
+            varied = "".join(f" {k}={v!r}" for k, v in trial.arguments.items())
             if not trial.outputs:
-                trials.add_row(str(trial.seed), trial.distribution, sizes, str(trial.launches), "-", "-", "-", "[red]no[/]")
+                trials.add_row(str(trial.seed), trial.distribution + varied, sizes, str(trial.launches), "-", "-", "-", "[red]no[/]")
                 continue
             worst = max(trial.outputs, key=lambda o: o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300))
             native = worst.reference_dtype_rel_l2_error
             trials.add_row(
-                str(trial.seed), trial.distribution.replace("accumulation_probe", "accum_probe"), sizes, str(trial.launches), f"{worst.rel_l2_error:.1e}",
+                str(trial.seed), trial.distribution.replace("accumulation_probe", "accum_probe") + varied, sizes, str(trial.launches), f"{worst.rel_l2_error:.1e}",
                 f"{worst.tolerance_rel_l2:.0e}", "-" if native is None else f"{native:.1e}",
                 "[green]yes[/]" if trial.passed else "[red]no[/]",
             )
