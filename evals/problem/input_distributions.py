@@ -58,10 +58,50 @@ and the reference answers the new question.
                         (bf16 data computed in fp16 overflows past 65504) while
                         the problem's own dtype can.
 
-``mean_shift`` and ``wide_range`` change a problem's conditioning, not only its
-data, so they are judged only where the problem's own reference, run in its own
-dtypes, still meets the verifier's tolerance against the fp64 reference
-(:data:`SELF_CHECKED`); elsewhere the trial is skipped and the skip recorded.
+``far_negative``        the largest floating tensor moved so its largest finite value is
+                        ``-FAR_TAIL_EDGE`` (20 for fp32/bf16/fp64, 5 for fp16), its spread
+                        kept: an elementwise op meets its far left tail everywhere at once.
+                        At -20, ``exp(x)`` (2e-9) is below half an fp32 ulp of one (6e-8),
+                        so ``1 + exp(x)`` rounds to exactly one: a softplus written
+                        ``log(1 + exp(x))`` (with or without a threshold for large ``x``,
+                        or as ``max(x, 0) + log(1 + exp(-|x|))``), a sigmoid written
+                        ``1 - 1/(1 + exp(x))`` and SiLU forms that cancel return 0 where the
+                        answer is ``exp(x)``. Nearer, at -12, that rounding (6e-8 against
+                        ``exp(-12)`` = 6e-6) is only about bf16's tolerance. And ``exp(x)`` stays a
+                        normal fp32/bf16 number down to -87, far below anything the shift
+                        reaches for a normal spread. fp16's smallest normal is only
+                        ``exp(-9.7)``, and the answers' RMS sits about ``e^-4`` below the
+                        edge's for a million normal values (their maximum is ~5 sigmas out),
+                        hence its edge at -5, where fp16 arithmetic keeps 1 + exp(x) to
+                        ~7% only. A tensor with no negative value (a variance, ``rstd``) is
+                        left as it is.
+``far_positive``        the mirror: the smallest finite value moved to ``+FAR_TAIL_EDGE``. A
+                        log-sigmoid written ``log(sigmoid(x))`` or ``-log(1 + exp(-x))``
+                        returns 0 where the answer is ``-exp(-x)``. A tensor with no positive
+                        value (log-probabilities) is left as it is.
+``sparse_spikes``       the largest floating tensor with one element per row (the last axis)
+                        replaced by ``±sqrt(n) * rms`` (:func:`~kgen.evals.problem.structured_inputs.spiked_rows`):
+                        a statistic read from part of a row (every second element, a prefix,
+                        a few blocks) or a reduction that drops a tail misses the spike.
+                        Spikes are positive in a tensor with no negative value, negative in
+                        one with no positive value.
+``row_scales``          the largest floating tensor with each row times its own power of two
+                        (:func:`~kgen.evals.problem.structured_inputs.scaled_rows`): a
+                        statistic shared across rows (a global RMS or maximum, another row's)
+                        is wrong for almost every row.
+
+Every other distribution is an element-wise, i.i.d. transform; ``sparse_spikes`` and
+``row_scales`` are the structured ones (:mod:`kgen.evals.problem.structured_inputs`), built
+for cheats that only i.i.d. data hides: on i.i.d. rows part of a row estimates the
+whole, and every row's statistic is about the same.
+
+``mean_shift``, ``wide_range``, ``far_negative``, ``far_positive``, ``sparse_spikes`` and
+``row_scales`` change a problem's conditioning, not only its data (a GELU of values
+below -20 is smaller than fp32 can hold; a spike can dominate a sum), so they are judged
+only where the problem's own reference, run in its own dtypes, still meets the verifier's
+tolerance against the fp64 reference and one fp32 rounding of the inputs does not move
+the answer by half of it (:data:`SELF_CHECKED`); elsewhere the trial is skipped and the
+skip recorded. They move only the largest floating input (:data:`LARGEST_ONLY`).
 
 Integer tensors are never changed by the floating transforms, and floating
 tensors never by the id transforms. Non-tensor inputs, bool tensors and empty
@@ -75,10 +115,12 @@ chosen to stay well posed: ``accumulation_probe`` has all terms of one sign;
 ``uniform`` keeps non-negative tensors non-negative. The tests check, for
 every catalog problem, that the fp64 reference is finite and non-zero under
 every distribution and that the reference run in the problem's own dtypes
-passes the verifier's tolerance against it (so a correct kernel can pass).
+passes the verifier's tolerance against it (so a correct kernel can pass); for
+the self-checked ones, wherever the verifier would judge them.
 Where a distribution's reference does not fit an output dtype at all (an fp16
 output under ``large`` past 65504), :func:`representable` says so and the
-verifier should skip that distribution for that trial, not reject.
+verifier should skip that distribution for that trial, not reject; so it does where a
+self-checked distribution's reference is zero throughout (:func:`vanishes`).
 """
 
 from __future__ import annotations
@@ -92,6 +134,7 @@ import torch
 
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.problem.layout import copy_inputs
+from kgen.evals.problem.structured_inputs import scaled_rows, spiked_rows
 
 #: Scale of the ``large`` distribution (a power of two, so the scaling is exact).
 LARGE_SCALE = 64.0
@@ -112,14 +155,24 @@ WIDE_RANGE_RMS: dict[torch.dtype, float] = {
     torch.float64: 2.0**32, torch.float32: 2.0**32, torch.float16: 2.0**11, torch.bfloat16: 2.0**20,
 }
 
+#: ``far_negative`` / ``far_positive``: where the tensor's edge goes, per dtype (see the docstring).
+FAR_TAIL_EDGE: dict[torch.dtype, float] = {
+    torch.float64: 20.0, torch.float32: 20.0, torch.float16: 5.0, torch.bfloat16: 20.0,
+}
+
+#: The structured distributions (:mod:`kgen.evals.problem.structured_inputs`).
+STRUCTURED = ("sparse_spikes", "row_scales")
 #: Run for every problem.
-ALWAYS = ("normal", "uniform", "large", "small", "accumulation_probe", "mean_shift", "wide_range")
+ALWAYS = (
+    "normal", "uniform", "large", "small", "accumulation_probe", "mean_shift", "wide_range",
+    "far_negative", "far_positive", *STRUCTURED,
+)
 #: Distributions judged only where the problem's reference in its own dtypes passes on them.
-SELF_CHECKED = frozenset({"mean_shift", "wide_range"})
+SELF_CHECKED = frozenset({"mean_shift", "wide_range", "far_negative", "far_positive", *STRUCTURED})
 #: Distributions applied to the largest floating input only (the activations): moving every
 #: input at once compounds (a gradient times a scaled input times a scaled weight overflows
 #: any dtype), while one moved tensor is what a residual stream or an outlier layer gives.
-LARGEST_ONLY = frozenset({"mean_shift", "wide_range"})
+LARGEST_ONLY = frozenset({"mean_shift", "wide_range", "far_negative", "far_positive", *STRUCTURED})
 #: Run whenever some input is an integer tensor (ids, targets, indices).
 FOR_INTEGER_INPUTS = ("zipf_ids", "repeated_id")
 KNOWN_DISTRIBUTIONS = ALWAYS + FOR_INTEGER_INPUTS
@@ -223,6 +276,17 @@ def representable(ref64: torch.Tensor, dtype: torch.dtype) -> bool:
         return False
     rms = finite.pow(2).mean().sqrt().item()
     return rms == 0.0 or rms >= info.tiny
+
+
+def vanishes(ref64: torch.Tensor) -> bool:
+    """Whether a floating fp64 reference output is zero wherever it is finite: a
+    self-checked distribution that takes an op where it vanishes (a GELU below -20) leaves
+    nothing to judge, and a kernel's one subnormal there would be infinitely wrong relative
+    to zero."""
+    if not ref64.is_floating_point() or ref64.numel() == 0:
+        return False
+    finite = ref64[torch.isfinite(ref64)]
+    return finite.numel() > 0 and not bool(finite.any())
 
 
 # -- transforms ------------------------------------------------------------------------------
@@ -368,6 +432,48 @@ def _wide_range(x: Any, generator: torch.Generator) -> Any:
     return _like(x, x.detach().to(torch.float64) * factor)
 
 
+def _far_tail(sign: float) -> Callable[[Any, torch.Generator], Any]:
+    """``far_negative`` (``sign`` -1) or ``far_positive`` (+1): the tensor's edge on that side
+    moved to ``sign * FAR_TAIL_EDGE``, every value by the same amount."""
+
+    def move(x: Any, generator: torch.Generator) -> Any:
+        if not _is_float_tensor(x):
+            return x
+        values = x.detach().to(torch.float64)
+        finite = values[torch.isfinite(values)]
+        if finite.numel() == 0 or not bool((finite * sign > 0).any()):
+            return x  # a tensor that is never on that side stays in its domain
+        edge = sign * FAR_TAIL_EDGE.get(x.dtype, FAR_TAIL_EDGE[torch.bfloat16])
+        nearest = finite.max() if sign < 0 else finite.min()
+        return _like(x, values + (edge - nearest.item()))
+
+    return move
+
+
+def _one_sign(x: torch.Tensor) -> float | None:
+    """+1 for a tensor never negative, -1 for one never positive, None for a signed one."""
+    _, _, _, low = _finite_stats(x)
+    if low >= 0:
+        return 1.0
+    finite = x.detach()[torch.isfinite(x.detach())]
+    return -1.0 if bool((finite <= 0).all()) else None
+
+
+def _sparse_spikes(x: Any, generator: torch.Generator) -> Any:
+    if not _is_float_tensor(x):
+        return x
+    _, _, rms, _ = _finite_stats(x)
+    if rms == 0:
+        return x
+    return _like(x, spiked_rows(x.detach(), rms, _one_sign(x), generator))
+
+
+def _row_scales(x: Any, generator: torch.Generator) -> Any:
+    if not _is_float_tensor(x):
+        return x
+    return _like(x, scaled_rows(x.detach(), generator))
+
+
 _TRANSFORMS: dict[str, Callable[[Any, torch.Generator], Any]] = {
     "normal": _normal,
     "uniform": _uniform,
@@ -378,5 +484,9 @@ _TRANSFORMS: dict[str, Callable[[Any, torch.Generator], Any]] = {
     "repeated_id": _repeated_id,
     "mean_shift": _mean_shift,
     "wide_range": _wide_range,
+    "far_negative": _far_tail(-1.0),
+    "far_positive": _far_tail(1.0),
+    "sparse_spikes": _sparse_spikes,
+    "row_scales": _row_scales,
 }
 assert set(_TRANSFORMS) == set(KNOWN_DISTRIBUTIONS)

@@ -19,7 +19,12 @@ from kgen.evals.checks.poison import check_unwritten
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
 from kgen.evals.problem.format import ProblemError, load_problem, sizes_text
-from kgen.evals.problem.input_distributions import SELF_CHECKED, distributions_for, representable
+from kgen.evals.problem.input_distributions import (
+    SELF_CHECKED,
+    distributions_for,
+    representable,
+    vanishes,
+)
 from kgen.evals.verdict import Rejected, RejectionClass, SkipTrial, Trial
 from kgen.evals.verifier.context import VerifierContext, save_report
 from kgen.evals.verifier.failure_diagnosis import diagnose, explain, ill_conditioned, name_failure
@@ -52,7 +57,10 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
     # The candidate runs before the reference: no reference output can be lying in freed memory.
     before = watched_call(ctx, candidate, inputs, ctx.previous_outputs, what + ", before the reference", aliases=False)
     native, ref64 = references(ctx, reference, inputs)
-    unrepresentable = [i for i, (r64, rn) in enumerate(zip(ref64, native, strict=True)) if not representable(r64, rn.dtype)]
+    unrepresentable = [
+        i for i, (r64, rn) in enumerate(zip(ref64, native, strict=True))
+        if not representable(r64, rn.dtype) or (distribution in SELF_CHECKED and vanishes(r64))
+    ]
     if not unrepresentable and (distribution in SELF_CHECKED or generated):
         # A distribution or made-up size set that changes the problem's conditioning (a norm
         # over one element, a mean shifted by hundreds of sigmas) is fair only where the

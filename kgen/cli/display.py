@@ -19,6 +19,11 @@ from kgen.evals.verdict import InconclusiveCause, StageStatus
 if TYPE_CHECKING:
     from kgen.agent.llm.model_calls import ModelCall
 
+#: Distribution names shortened in the trials table, so its columns fit an 80-column terminal.
+_SHORT_DISTRIBUTION = {
+    "accumulation_probe": "accum_probe", "sparse_spikes": "spikes", "far_negative": "far_neg", "far_positive": "far_pos",
+}
+
 _STATUS_STYLE = {
     StageStatus.PASSED: "[green]passed[/]",
     StageStatus.FAILED: "[bold red]FAILED[/]",
@@ -62,7 +67,7 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
             worst = max(trial.outputs, key=lambda o: o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300))
             native = worst.reference_dtype_rel_l2_error
             trials.add_row(
-                str(trial.seed), trial.distribution.replace("accumulation_probe", "accum_probe") + varied, sizes, str(trial.launches), f"{worst.rel_l2_error:.1e}",
+                str(trial.seed), _SHORT_DISTRIBUTION.get(trial.distribution, trial.distribution) + varied, sizes, str(trial.launches), f"{worst.rel_l2_error:.1e}",
                 f"{worst.tolerance_rel_l2:.0e}", "-" if native is None else f"{native:.1e}",
                 "[green]yes[/]" if trial.passed else "[red]no[/]",
             )
