@@ -92,6 +92,8 @@ class CopyProvenance:
         self._origins: dict[int, torch.Tensor] = {}
         #: storage -> the copy ops whose values it holds
         self._ops: dict[int, set[str]] = {}
+        #: storages the call allocated and filled whole with pre-call data (no origin tensor kept)
+        self._external: set[int] = set()
         #: storages seen through views of another element size: not followed
         self._untracked: set[int] = set()
 
@@ -110,6 +112,7 @@ class CopyProvenance:
         self._origins.pop(key, None)
         self._ops.pop(key, None)
         self._untracked.discard(key)
+        self._external.discard(key)
 
     def _storage_origins(self, t: torch.Tensor) -> torch.Tensor | None:
         """The origin of every element of ``t``'s storage, made on first use."""
@@ -124,7 +127,7 @@ class CopyProvenance:
         if base is not None and base[1] != t.element_size():
             self._untracked.add(key)
             return None
-        if base is None:
+        if base is None or key in self._external:
             origins = torch.full((n,), EXTERNAL, dtype=torch.int64, device=t.device)
         else:
             origins = torch.arange(base[0], base[0] + n, dtype=torch.int64, device=t.device)
@@ -136,7 +139,8 @@ class CopyProvenance:
         Read only (``write=False``), data that existed before the call needs no origin
         tensor of its own: one broadcast :data:`EXTERNAL` stands for all of it."""
         key = _key(t)
-        if not write and key is not None and key not in self._origins and key not in self._created:
+        if not write and key is not None and key not in self._origins and (
+                key not in self._created or key in self._external):
             return torch.full((), EXTERNAL, dtype=torch.int64, device=t.device).expand(t.shape)
         origins = self._storage_origins(t)
         if origins is None:
@@ -159,11 +163,17 @@ class CopyProvenance:
     def copied(self, name: str, dst: torch.Tensor, values: torch.Tensor, sources: list[torch.Tensor]) -> None:
         """``dst`` now holds the values whose origins are ``values`` (shaped like ``dst``, or
         broadcastable to it), copied by op ``name`` from ``sources``."""
+        key = _key(dst)
+        if (key is not None and key not in self._origins and all(st == 0 for st in values.stride())
+                and int(values.reshape(-1)[:1].sum()) == EXTERNAL and dst.numel() * dst.element_size()
+                == dst.untyped_storage().nbytes()):
+            # a whole storage of pre-call data (x.contiguous() of an input): no origin tensor needed
+            self._external.add(key)
+            return
         target = self.view(dst)
         if target is None:
             return
         target.copy_(values)
-        key = _key(dst)
         if key is not None:
             broadcast = any(s == 0 and n > 1 for t in sources for s, n in zip(t.stride(), t.shape, strict=True))
             named = f"{name} of a broadcast (stride-0) view" if broadcast else name

@@ -113,3 +113,12 @@ def test_following_copies_changes_no_result():
     with trace_copies():
         traced = forward()
     assert torch.equal(traced, forward())
+
+
+def test_a_whole_copy_of_an_input_keeps_no_origin_tensor():
+    """``x.contiguous()`` of a large input is common: it must not cost eight bytes an element."""
+    with trace_copies() as provenance:
+        copy = X.t().contiguous()
+        out = torch.sin(copy)
+    assert provenance._origins == {}
+    assert replicated_outputs(provenance, [out, copy]) == []
