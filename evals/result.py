@@ -36,6 +36,9 @@ class VerifierEvidence(ResultModel):
     #: trials not run and why (a generated size set the reference cannot run, an output the
     #: distribution makes unrepresentable in its dtype)
     skipped: list[str] = Field(default_factory=list)
+    #: what a reader of the verdict should know that decided nothing: a low-signal problem, a
+    #: check that could not judge this problem, data movement a lenient policy allowed
+    notes: list[str] = Field(default_factory=list)
     trials: list[Trial] = Field(default_factory=list)
     kernels: list[KernelReport] = Field(default_factory=list)
     #: the training check's loss curves and verdict, when it ran
@@ -66,7 +69,7 @@ class VerifierReport(VerifierEvidence):
 #: judged, the verdict, then the evidence. Keys not named here follow in declaration order.
 _SAVED_KEY_ORDER = (
     "problem", "problem_path", "candidate", "backend", "device", "targets", "verdict", "rejection",
-    "inconclusive", "policies", "reason", "stages", "trials", "skipped", "kernels", "train_check", "bench",
+    "inconclusive", "policies", "reason", "stages", "trials", "skipped", "notes", "kernels", "train_check", "bench",
     "memory", "seconds", "prestarted", "kgen_version",
 )
 
@@ -93,6 +96,8 @@ class EvalResult(VerifierReport):
         """Inherited fields come first in pydantic's order; the JSON keeps its own, so
         ``kgen eval --json`` and eval.json files written before and after compare line by line."""
         data = handler(self)
+        if not data.get("notes", True):
+            del data["notes"]  # written only when there are some: earlier results keep their bytes
         return {key: data[key] for key in _SAVED_KEY_ORDER if key in data} | data
 
     @property

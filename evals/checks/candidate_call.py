@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from kgen.backends.base import Backend, KernelLaunch
+from kgen.evals.checks.copy_provenance import ReplicatedOutput, replicated_outputs, trace_copies
 from kgen.evals.checks.poison import (
     poison_allocator,
     poison_mask,
@@ -58,6 +59,8 @@ class CallEvidence:
     overruns: list[str] = field(default_factory=list)
     #: ghost calls: what torch had put in each tensor a launch (not run) was handed
     handed_to_kernels: list[torch.Tensor] = field(default_factory=list)
+    #: with ``follow_copies``: outputs part of which torch copied from other elements' computed values
+    replicated: list[ReplicatedOutput] = field(default_factory=list)
     error: BaseException | None = None
 
 
@@ -190,12 +193,15 @@ def call_candidate(
     execute_kernels: bool = True,
     policies: Policies | None = None,
     pristine_device: torch.device | None = None,
+    follow_copies: bool = False,
 ) -> CallEvidence:
     """Run ``candidate(*copies of inputs)`` under every watch; never raises for the candidate.
 
     ``compute_ops`` are the torch ops ``policies`` (default: strict) does not allow.
     ``pristine_device``: where the copy of the inputs kept for the mutation check lives
-    (default: beside them; the host when the device has no room for it)."""
+    (default: beside them; the host when the device has no room for it). ``follow_copies``:
+    follow copied values into the outputs (``copy_provenance.py``; one int64 per element of
+    what the call copies into, so only where the verifier asks for it)."""
     saved = copy_inputs(inputs, pristine_device)
     args = copy_inputs(inputs)
     poison_allocator(poison_like, device)
@@ -208,6 +214,8 @@ def call_candidate(
         launches = stack.enter_context(
             backend.record_launches(execute=execute_kernels, on_skip=None if execute_kernels else _poisoner(args, handed))
         )
+        # below the op recorder, whose frame walk must meet no frame of kgen's tracer
+        provenance = stack.enter_context(trace_copies()) if follow_copies else None
         usage = stack.enter_context(record_torch_ops())
         stack.enter_context(guard)
         try:
@@ -221,6 +229,8 @@ def call_candidate(
     evidence.compute_ops = evidence.torch_ops.compute_ops
     evidence.host_reads = usage.host_reads
     evidence.handed_to_kernels = handed
+    if provenance is not None and error is None:
+        evidence.replicated = replicated_outputs(provenance, outputs)
     if error is not None:
         return evidence
     at_return = fingerprint(outputs)

@@ -6,6 +6,8 @@ there by torch: an output unchanged from the real run means the kernels compute
 nothing; more than :data:`MAX_TORCH_WRITTEN_SHARE` of an output holding input data is
 torch doing the work through copies, fills and slice assignments; and a kernel handed
 a tensor that already holds the finished output only moves torch's answer into place.
+Copies of the kernels' own results (a tile) copy poison here; the first real run follows
+them instead (``copy_tiles.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from kgen.evals.verdict import Rejected, RejectionClass
 from kgen.evals.verifier.context import VerifierContext
+from kgen.evals.verifier.copy_tiles import check_copied_tiles
 from kgen.evals.verifier.trial_parts import inputs_for, models, to_device
 from kgen.evals.verifier.watched_call import raise_guard_violation, watched_call
 
@@ -29,7 +32,8 @@ def run_ghost_check(ctx: VerifierContext, problem, seed: int) -> None:
     Switched off, each launch poisons what it was handed instead of running; an output
     element that still equals the real output, and changes with the inputs, was put
     there by torch. Two input sets tell input data from constants (a zero-filled
-    triangle a kernel never needs to touch)."""
+    triangle a kernel never needs to touch). The first real run also follows copied values into
+    the outputs: a tile done by copies of a kernel's result is named (``copy_tiles.py``)."""
     from kgen.evals.checks.candidate_call import same_outputs
 
     what = f"ghost check, seed {seed}"
@@ -42,7 +46,8 @@ def run_ghost_check(ctx: VerifierContext, problem, seed: int) -> None:
         ctx.memory.free_between_trials()
         inputs = inputs_for(ctx, problem, run_seed, "normal")
         reference, candidate = models(ctx, problem, seed)
-        real = watched_call(ctx, candidate, inputs, ctx.previous_outputs, what)
+        real = watched_call(ctx, candidate, inputs, ctx.previous_outputs, what, follow_copies=k == 0)
+        check_copied_tiles(ctx, real.replicated, what)
         ghost, handed = call_ghost(ctx, candidate, inputs, real.outputs)
         if ghost is None:
             return  # the forward cannot even finish without its kernels: they matter

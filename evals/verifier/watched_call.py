@@ -95,17 +95,31 @@ def check_aliases(ctx: VerifierContext, aliased: dict[int, int], what: str) -> N
         )
 
 
+def data_movement_hint(compute_ops: dict[str, int]) -> str:
+    """Words for disallowed ops that only move data (``repeat``, ``cat``): filling an output
+    from a kernel's result with them is a tile done by copies, and the verdict says so."""
+    from kgen.evals.checks.copy_provenance import MOVE_OPS
+
+    moves = sorted({op.rsplit(".", 1)[0] for op in compute_ops if op.split(".")[1:2] and op.split(".")[1] in MOVE_OPS})
+    if not moves:
+        return ""
+    return (f"; {', '.join(moves)} only move(s) data: an output filled that way from a kernel's result is a "
+            "tile done by copies, not the kernel's work")
+
+
 def watched_call(ctx: VerifierContext, candidate: Any, inputs: list[Any], poison_like: list[Any], what: str,
-                 execute: bool = True, aliases: bool = True) -> CallEvidence:
+                 execute: bool = True, aliases: bool = True, follow_copies: bool = False) -> CallEvidence:
     """Call the candidate under full watch (``execute=False``: every kernel launch recorded,
     not run) and reject what the call showed; ``poison_like`` are the outputs whose sizes
-    the allocator is poisoned for, ``aliases`` whether outputs aliasing inputs are judged now."""
+    the allocator is poisoned for, ``aliases`` whether outputs aliasing inputs are judged now,
+    ``follow_copies`` whether copied values are followed into the outputs (``copy_provenance``)."""
     from kgen.evals.checks.candidate_call import call_candidate
 
     ctx.held_before_call = ctx.memory.held_bytes()
     evidence = call_candidate(
         candidate, inputs, ctx.backend, ctx.guard, ctx.device, poison_like, execute_kernels=execute,
         policies=ctx.request.policies, pristine_device=ctx.memory.reference_device(ctx.sizes_now),
+        follow_copies=follow_copies,
     )
     raise_guard_violation(ctx)
     if evidence.error is not None:
@@ -116,7 +130,7 @@ def watched_call(ctx: VerifierContext, candidate: Any, inputs: list[Any], poison
         raise_if_cpu_fallback(ctx, what)
         raise Rejected(RejectionClass.NO_KERNEL_LAUNCH, f"forward launched no {ctx.backend.name} kernel ({what})")
     if evidence.compute_ops:
-        ops = evidence.torch_ops.describe()
+        ops = evidence.torch_ops.describe() + data_movement_hint(evidence.compute_ops)
         raise Rejected(RejectionClass.NOT_A_KERNEL, f"forward computed with torch instead of kernels: {ops} ({what})")
     if evidence.mutated_inputs:
         raise Rejected(

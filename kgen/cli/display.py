@@ -74,6 +74,8 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
         console.print(trials)
     for note in result.skipped:
         console.print(f"[yellow]skipped:[/] {escape(note)}", highlight=False)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     if result.kernels:
         kernels = _table("cross-compiled kernels", "target", "kernel", "regs", "spills", "smem", "warps", "stages", "ok")
         for k in result.kernels:

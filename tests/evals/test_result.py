@@ -39,7 +39,7 @@ def test_a_result_in_todays_format_is_written_back_byte_for_byte():
 
 def test_the_report_and_the_result_share_one_declaration_of_the_verifier_fields():
     shared = set(VerifierReport.model_fields)
-    assert shared == {"stages", "skipped", "trials", "kernels", "train_check", "bench", "memory",
+    assert shared == {"stages", "skipped", "notes", "trials", "kernels", "train_check", "bench", "memory",
                       "rejection", "inconclusive", "reason"}
     assert set(ChildReport.model_fields) == shared | {"finished"}
     for name in shared:
