@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from kgen.backends.base import Backend, KernelLaunch
+from kgen.evals.checks.compare import plain_output_problem
 from kgen.evals.checks.copy_provenance import ReplicatedOutput, replicated_outputs, trace_copies
 from kgen.evals.checks.poison import (
     poison_allocator,
@@ -57,6 +58,9 @@ class CallEvidence:
     aliased_outputs: dict[int, int] = field(default_factory=dict)
     #: one line per allocation the call wrote past the end of
     overruns: list[str] = field(default_factory=list)
+    #: output index -> why it is not a plain tensor (a subclass, sparse, nested, meta): such
+    #: outputs are not touched further, so none of a subclass's code runs in kgen's checks
+    unplain_outputs: dict[int, str] = field(default_factory=dict)
     #: ghost calls: what torch had put in each tensor a launch (not run) was handed
     handed_to_kernels: list[torch.Tensor] = field(default_factory=list)
     #: with ``follow_copies``: outputs part of which torch copied from other elements' computed values
@@ -224,14 +228,19 @@ def call_candidate(
         except Exception as exc:  # noqa: BLE001 - untrusted code may raise anything
             error = exc
     evidence = CallEvidence(outputs=outputs, launches=list(launches.launches), compute_ops={}, error=error)
-    produced = sum(out.numel() for out in outputs if isinstance(out, torch.Tensor))
+    unplain = {
+        i: problem for i, out in enumerate(outputs)
+        if isinstance(out, torch.Tensor) and (problem := plain_output_problem(out)) is not None
+    }
+    produced = sum(out.numel() for i, out in enumerate(outputs) if isinstance(out, torch.Tensor) and i not in unplain)
     evidence.torch_ops = judge_torch_ops(usage, policies or Policies(), produced, channel_count(candidate))
     evidence.compute_ops = evidence.torch_ops.compute_ops
     evidence.host_reads = usage.host_reads
     evidence.handed_to_kernels = handed
-    if provenance is not None and error is None:
+    evidence.unplain_outputs = unplain
+    if provenance is not None and error is None and not unplain:
         evidence.replicated = replicated_outputs(provenance, outputs)
-    if error is not None:
+    if error is not None or evidence.unplain_outputs:
         return evidence
     at_return = fingerprint(outputs)
     if device.type == "cuda":

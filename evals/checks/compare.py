@@ -20,19 +20,49 @@ class ComparisonFailure(Exception):
         self.rejection = rejection
 
 
+def _dense(t: torch.Tensor) -> bool:
+    """Whether a strided tensor's elements each have their own place in memory, packed with no
+    gaps (any order of dimensions): no stride-0 broadcast, no overlapping windows."""
+    dims = sorted((t.stride(d), t.size(d)) for d in range(t.dim()) if t.size(d) != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def plain_output_problem(out: Any) -> str | None:
+    """Why an output is not a plain tensor holding its values (None: it is one): exactly
+    ``torch.Tensor`` (no subclass, whose methods could compute when read), dense strided
+    layout (not sparse, nested or quantized), with storage (not on the meta device).
+
+    Asked only of the type and flags, so none of a subclass's code runs."""
+    if type(out) is not torch.Tensor:
+        return f"a {type(out).__module__}.{type(out).__qualname__}, not a plain torch.Tensor"
+    if out.is_nested:
+        return "a nested tensor"
+    if out.layout != torch.strided:
+        return f"a tensor of layout {out.layout}, not torch.strided"
+    if out.is_meta:
+        return "a tensor on the meta device (no storage: nothing was computed)"
+    if out.is_quantized:
+        return "a quantized tensor"
+    return None
+
+
 def check_structure(outputs: Sequence[Any], expected: Sequence[torch.Tensor]) -> None:
-    """Same number of outputs, each a plain tensor of the reference's shape and dtype."""
+    """Same number of outputs, each a plain dense tensor (:func:`plain_output_problem`) of the
+    reference's shape and dtype, whose elements do not overlap where the reference's do not."""
     if len(outputs) != len(expected):
         raise ComparisonFailure(
             RejectionClass.WRONG_OUTPUT_STRUCTURE,
             f"returned {len(outputs)} output(s), the reference returns {len(expected)}",
         )
     for i, (out, ref) in enumerate(zip(outputs, expected, strict=True)):
-        if type(out) is not torch.Tensor:
-            raise ComparisonFailure(
-                RejectionClass.WRONG_OUTPUT_STRUCTURE,
-                f"output {i} is a {type(out).__name__}, not a plain torch.Tensor",
-            )
+        problem = plain_output_problem(out)
+        if problem is not None:
+            raise ComparisonFailure(RejectionClass.WRONG_OUTPUT_STRUCTURE, f"output {i} is {problem}")
         if tuple(out.shape) != tuple(ref.shape):
             raise ComparisonFailure(
                 RejectionClass.WRONG_OUTPUT_STRUCTURE,
@@ -43,6 +73,12 @@ def check_structure(outputs: Sequence[Any], expected: Sequence[torch.Tensor]) ->
                 RejectionClass.WRONG_OUTPUT_STRUCTURE,
                 f"output {i} has dtype {str(out.dtype).removeprefix('torch.')}, "
                 f"expected {str(ref.dtype).removeprefix('torch.')}",
+            )
+        if not _dense(out) and (ref.layout != torch.strided or _dense(ref)):
+            raise ComparisonFailure(
+                RejectionClass.WRONG_OUTPUT_STRUCTURE,
+                f"output {i} has overlapping elements (strides {tuple(out.stride())} for shape "
+                f"{tuple(out.shape)}: a broadcast view), where the reference's output is dense",
             )
 
 

@@ -87,6 +87,8 @@ class _Checker(_TorchMathRules, _StateRules, _EscapeRules, _ClockEnvRules):
                     self._getattr_clock_env(node, name, literal)
             elif name in ("setattr", "delattr") and node.args:
                 self._setattr_escape(node, name)
+        if isinstance(func, ast.Name) and func.id == "type" and "type" not in self.bindings:
+            self._type_call_escape(node)
         self._stream_method_call(node)
         self._nn_module_call(node)
         self._asm_clock_env(node)
@@ -135,6 +137,8 @@ class _Checker(_TorchMathRules, _StateRules, _EscapeRules, _ClockEnvRules):
             return  # reported at the import
         if self._dotted_escape_segment(node, chain):
             return
+        if self._dotted_code_builder(node, chain):
+            return
         if top != "torch":
             self._dotted_clock_env(node, chain, shown)
             return
@@ -142,6 +146,8 @@ class _Checker(_TorchMathRules, _StateRules, _EscapeRules, _ClockEnvRules):
             return
         if self._dotted_torch_library(node, chain):
             return  # a Triton kernel registered as a custom op: neither an escape nor math
+        if self._dotted_torch_ops_registration(node, chain):
+            return
         if self._dotted_torch_escapes(node, chain, shown):
             return
         if self._dotted_clock_env(node, chain, shown):

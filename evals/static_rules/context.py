@@ -79,6 +79,8 @@ class _Context:
         self.enclosing: dict[ast.AST, ast.AST | None] = {}  # node -> innermost enclosing function
         self.never_run: set[ast.AST] = self._main_guard_nodes()
         self._locals_cache: dict[ast.AST, set[str]] = {}
+        self._handle_cache: dict[ast.AST | None, dict[str, str]] = {}  # scope -> names holding imports
+        self._self_handle_cache: dict[str, str] | None = None  # self attributes holding imports
 
     def _main_guard_nodes(self) -> set[ast.AST]:
         """Nodes under a module-level ``if __name__ == "__main__":``, which never runs when imported.

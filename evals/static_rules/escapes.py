@@ -8,9 +8,15 @@
   switching and is allowed).
 * ``monkey-patch`` — assigning or deleting through an imported name
   (``torch.x = ...``, ``triton.testing.do_bench = ...``,
-  ``Event.elapsed_time = ...`` after ``from torch.cuda import Event``), any
-  store to a dunder attribute, ``setattr``/``delattr`` on anything but
-  ``self``, touching ``builtins``.
+  ``Event.elapsed_time = ...`` after ``from torch.cuda import Event``), or
+  through a handle on one: a local alias (``cuda = torch.cuda``, a loop
+  variable over a tuple of modules, a ``with ... as`` name, a parameter
+  defaulting to a module), an attribute of ``self`` that holds one
+  (``self._cuda = torch.cuda``), an expression built from one
+  (``(m := torch.cuda).x``, ``[triton.testing][0].x``); any store to a
+  dunder attribute, ``setattr``/``delattr`` on anything but ``self``,
+  touching ``builtins``; registering a Python implementation of a
+  ``torch.ops`` op (``torch.ops.aten.relu.default.py_impl(...)``).
 * ``forbidden-import`` — importing os, sys, subprocess, socket, threading,
   multiprocessing, concurrent, asyncio, ctypes, cffi, signal, shutil,
   pathlib, io, builtins, importlib, pickle, gc, inspect, network clients,
@@ -27,7 +33,9 @@
   ``register_kernel`` ...) registers Python implementations of ops, aten's
   included, and stays forbidden. The bodies of such ops are judged like any
   other code that runs on a call.
-* ``forbidden-call`` — ``open``, ``exec``, ``eval``, ``compile``,
+* ``forbidden-call`` — code built or text evaluated by a library
+  (:data:`CODE_BUILDERS`: ``types.FunctionType``/``CodeType``,
+  ``typing.get_type_hints``, which evaluates string annotations), ``open``, ``exec``, ``eval``, ``compile``,
   ``__import__``, ``globals``, ``vars``, ``locals``, ``breakpoint``, ``input``
   (called or not), ``getattr``/``hasattr`` with a computed name on anything
   but ``self`` (an f-string on a non-module object whose fixed prefix
@@ -41,7 +49,9 @@
   ``__code__``, ``__subclasses__``, ``__getattribute__``, ``__wrapped__`` ...
   (:data:`DUNDER_DENY`), defining ``__torch_function__``/``__torch_dispatch__``.
 * ``tensor-subclass`` — a class deriving from ``torch.Tensor`` or a torch
-  function/dispatch mode.
+  function/dispatch mode, by a class statement or by ``type(name, bases, ns)``
+  (whose namespace naming ``__torch_function__``/``__torch_dispatch__`` is
+  ``dunder-access`` too).
 * ``torch-private`` — any ``torch._*`` name (``torch._C``, ``torch._dynamo``,
   ...): the way around the dispatcher and around these rules (except
   ``nn.init._calculate_fan_in_and_fan_out``/``_calculate_correct_fan``,
@@ -69,6 +79,7 @@ from kgen.evals.static_rules.names import (
     _STREAM_SEGMENTS,
     _TORCH_ESCAPE_CALLS,
     _TORCH_PRIVATE_OK,
+    CODE_BUILDERS,
     COMPUTE_METHODS,
     DUNDER_DENY,
     FORBIDDEN_BUILTINS,
@@ -76,12 +87,16 @@ from kgen.evals.static_rules.names import (
     FORBIDDEN_SUBMODULES,
     FRAME_ATTRS,
     STORAGE_ATTRS,
+    TORCH_OPS_REGISTRATION,
 )
 
 #: the torch.library names that register a Triton kernel (or a launcher) as a custom op
 TORCH_LIBRARY_OK = frozenset({"torch.library.triton_op", "torch.library.wrap_triton", "torch.library.custom_op"})
 #: op namespaces that are torch's own: registering into one patches a built-in op
 _TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "_", "quantized", "torchvision"})
+#: the bases that make a class a tensor subclass or a torch mode
+_TENSOR_BASES = frozenset({"torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase"})
+_MODE_PREFIXES = ("torch.overrides.", "torch.utils._python_dispatch.")
 
 
 class _EscapeRules(_Context):
@@ -143,9 +158,7 @@ class _EscapeRules(_Context):
     def _check_class_escapes(self, node: ast.ClassDef) -> None:
         for base in node.bases:
             name = self.resolve(base) or ""
-            if name in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase") or name.startswith(
-                ("torch.overrides.", "torch.utils._python_dispatch.")
-            ):
+            if name in _TENSOR_BASES or name.startswith(_MODE_PREFIXES):
                 self.report("tensor-subclass", node, f"class {node.name} derives from {name}")
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -169,6 +182,9 @@ class _EscapeRules(_Context):
                     continue
                 root = _root_name(sub)
                 if root is None:
+                    self._store_through_expression(node, sub)
+                    continue
+                if self._store_through_handle(node, sub, root):
                     continue
                 if root.id in ("__builtins__", "builtins"):
                     self.report("monkey-patch", node, "modifies builtins")
@@ -177,7 +193,111 @@ class _EscapeRules(_Context):
                     shown = f"{where}.{sub.attr}" if isinstance(sub, ast.Attribute) and where else (where or root.id)
                     self.report("monkey-patch", node, f"assignment to `{shown}` patches an imported module or object")
 
+    def _imported_in(self, expr: ast.AST) -> str | None:
+        """The first imported module or object an expression mentions (``torch.cuda`` in
+        ``[torch.cuda][0]``), or None."""
+        for sub in ast.walk(expr):
+            if isinstance(sub, (ast.Name, ast.Attribute)) and isinstance(getattr(sub, "ctx", None), ast.Load):
+                chain = self.resolve(sub)
+                if chain is not None:
+                    return chain
+        return None
+
+    def _store_through_expression(self, node: ast.AST, sub: ast.AST) -> None:
+        """``(m := torch.cuda).x = ...``, ``[triton.testing][0].x = ...``: no name at the root,
+        an imported module inside."""
+        chain = self._imported_in(sub.value) if isinstance(sub, (ast.Attribute, ast.Subscript)) else None
+        if chain is not None:
+            self.report("monkey-patch", node, f"assignment through an expression holding `{chain}` patches it")
+
+    def _handles(self, scope: ast.AST) -> dict[str, str]:
+        """Local names a scope binds to an imported module or object, whatever the binding:
+        an assignment, a walrus, a loop over a literal tuple holding one, ``with ... as``,
+        a parameter's default."""
+        cache = self._handle_cache
+        if scope in cache:
+            return cache[scope]
+        found: dict[str, str] = {}
+
+        def bind(target: ast.AST, chain: str | None) -> None:
+            if chain is not None:
+                for t in _store_targets(target):
+                    if isinstance(t, ast.Name):
+                        found[t.id] = chain
+
+        for sub in ast.walk(scope):
+            if isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.value is not None:
+                for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
+                    if isinstance(target, ast.Tuple) and isinstance(sub.value, ast.Tuple):
+                        for t, v in zip(target.elts, sub.value.elts, strict=False):
+                            bind(t, self.resolve(v))
+                    else:
+                        bind(target, self.resolve(sub.value))
+            elif isinstance(sub, ast.NamedExpr):
+                bind(sub.target, self.resolve(sub.value))
+            elif isinstance(sub, (ast.For, ast.AsyncFor, ast.comprehension)):
+                if isinstance(sub.iter, (ast.Tuple, ast.List, ast.Set)):
+                    bind(sub.target, self._imported_in(sub.iter))
+            elif isinstance(sub, ast.withitem) and sub.optional_vars is not None:
+                bind(sub.optional_vars, self._imported_in(sub.context_expr))
+            elif isinstance(sub, ast.arguments):
+                params = [*sub.posonlyargs, *sub.args]
+                for arg, default in zip(params[len(params) - len(sub.defaults):], sub.defaults, strict=True):
+                    bind(ast.Name(id=arg.arg), self.resolve(default))
+                for arg, default in zip(sub.kwonlyargs, sub.kw_defaults, strict=True):
+                    if default is not None:
+                        bind(ast.Name(id=arg.arg), self.resolve(default))
+        cache[scope] = found
+        return found
+
+    def _self_handles(self) -> dict[str, str]:
+        """Attributes of ``self`` assigned an imported module or object (``self._cuda = torch.cuda``)."""
+        if self._self_handle_cache is None:
+            self._self_handle_cache = {}
+            for sub in self.nodes:
+                if isinstance(sub, ast.Assign):
+                    chain = self.resolve(sub.value)
+                    for target in sub.targets:
+                        if chain is not None and isinstance(target, ast.Attribute) and _is_self(target.value):
+                            self._self_handle_cache[target.attr] = chain
+        return self._self_handle_cache
+
+    def _store_through_handle(self, node: ast.AST, sub: ast.AST, root: ast.Name) -> bool:
+        """A store through a local name or an attribute of ``self`` that holds an imported module."""
+        chain = None
+        if root.id not in self.imported and root.id in self._locals_at(node):
+            chain = self._handles(self.enclosing.get(node) or self.tree)
+        elif root.id not in self.imported and root.id not in self.bindings:
+            chain = self._handles(self.tree)
+        chain = chain.get(root.id) if chain else None
+        if chain is None and _is_self(root):
+            inner = sub.value if isinstance(sub, (ast.Attribute, ast.Subscript)) else None
+            while isinstance(inner, (ast.Attribute, ast.Subscript)):
+                if isinstance(inner, ast.Attribute) and _is_self(inner.value):
+                    chain = self._self_handles().get(inner.attr)
+                    break
+                inner = inner.value
+        if chain is None:
+            return False
+        self.report("monkey-patch", node, f"assignment through `{ast.unparse(sub)}`, a handle on `{chain}`, patches it")
+        return True
+
     # -- calls ------------------------------------------------------------------------------
+    def _type_call_escape(self, node: ast.Call) -> None:
+        """``type("L", (torch.Tensor,), {...})``: a class statement by another name."""
+        if len(node.args) == 3:
+            bases = node.args[1]
+            for base in bases.elts if isinstance(bases, (ast.Tuple, ast.List)) else [bases]:
+                name = self.resolve(base) or ""
+                if name in _TENSOR_BASES or name.startswith(_MODE_PREFIXES):
+                    self.report("tensor-subclass", node, f"type(...) builds a class deriving from {name}")
+        for sub in node.args[2:3]:
+            if isinstance(sub, ast.Dict):
+                for key in sub.keys:
+                    if _literal_str(key) in ("__torch_function__", "__torch_dispatch__"):
+                        self.report("dunder-access", node, f"type(...) defines {_literal_str(key)}: it would intercept torch calls")
+
+
     def _getattr_escape(self, node: ast.Call, name: str, attr: ast.AST | None, literal: str | None) -> bool:
         """getattr/hasattr with a computed name, or with a denied dunder."""
         if literal is None and not _is_self(node.args[0]) and not self._harmless_computed_name(node.args[0], attr):
@@ -239,6 +359,21 @@ class _EscapeRules(_Context):
         escape = next((p for p in parts[1:] if p in _ESCAPE_SEGMENTS), None)
         if escape is not None and parts[0] not in FORBIDDEN_MODULES:  # those are reported at the import
             self.report("forbidden-call", node, f"`{chain}` reaches the `{escape}` module")
+            return True
+        return False
+
+    def _dotted_code_builder(self, node: ast.AST, chain: str) -> bool:
+        """``types.FunctionType``, ``typing.get_type_hints`` & co.: code built, or text evaluated."""
+        if chain in CODE_BUILDERS:
+            self.report("forbidden-call", node, f"`{chain}` builds code or evaluates text as Python")
+            return True
+        return False
+
+    def _dotted_torch_ops_registration(self, node: ast.AST, chain: str) -> bool:
+        """``torch.ops.<ns>.<op>.<overload>.py_impl(...)``: a Python kernel for an op, torch's included."""
+        parts = chain.split(".")
+        if len(parts) > 2 and parts[1] == "ops" and parts[-1] in TORCH_OPS_REGISTRATION:
+            self.report("monkey-patch", node, f"`{chain}` registers a Python implementation of an op")
             return True
         return False
 

@@ -125,7 +125,7 @@ FORBIDDEN_MODULES: frozenset[str] = frozenset(
     """
     os posix nt sys subprocess socket socketserver ssl select selectors threading _thread
     multiprocessing concurrent asyncio ctypes cffi signal shutil pathlib io builtins importlib
-    pkgutil zipimport runpy code codeop pdb bdb pickle cPickle _pickle marshal shelve dbm dill
+    pkgutil pydoc doctest unittest zipimport runpy code codeop pdb bdb pickle cPickle _pickle marshal shelve dbm dill
     cloudpickle copyreg gc inspect tempfile glob fileinput mmap pty tty fcntl resource sysconfig site
     atexit sched weakref sqlite3 zipfile tarfile webbrowser requests urllib urllib3 http httpx aiohttp
     ftplib smtplib telnetlib xmlrpc wsgiref email mailbox imaplib poplib websocket websockets grpc
@@ -145,7 +145,7 @@ FORBIDDEN_SUBMODULES: tuple[str, ...] = (
     "torch.multiprocessing", "torch.utils.cpp_extension", "torch.distributed", "torch.library",
     "torch.hub", "torch.utils.data", "torch.utils.dlpack", "torch.utils.benchmark", "torch.overrides",
     "torch.cuda.streams", "torch.cuda.graphs", "torch.profiler", "torch.package", "torch.serialization",
-    "torch.fx", "torch.export", "triton.runtime.interpreter",
+    "torch.fx", "torch.export", "triton.runtime.interpreter", "logging.config",
 )
 #: private torch helpers KernelBench code copies from nn.Linear/nn.Conv (shape arithmetic only)
 _TORCH_PRIVATE_OK = frozenset(
@@ -159,6 +159,17 @@ _TORCH_ESCAPE_CALLS = frozenset(
 COMPUTE_LIBRARIES: frozenset[str] = frozenset(
     "numpy cupy jax jaxlib scipy numba pycuda tensorflow mlx tvm pandas sklearn".split()
 )
+
+#: library functions that build code objects or evaluate text as Python: ``exec`` by another
+#: name (a function over a code object of the candidate's choosing, a string annotation
+#: evaluated with the module's globals)
+CODE_BUILDERS: frozenset[str] = frozenset(
+    {"types.FunctionType", "types.CodeType", "types.LambdaType", "types.MethodType", "types.CellType",
+     "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref",
+     "annotationlib.get_annotations", "annotationlib.call_evaluate_function"}
+)
+#: methods of a ``torch.ops`` overload that register a Python implementation of the op
+TORCH_OPS_REGISTRATION: frozenset[str] = frozenset({"py_impl", "py_kernels", "register_kernel", "register_fake", "impl"})
 
 #: builtins that run code, touch files or expose namespaces
 FORBIDDEN_BUILTINS: frozenset[str] = frozenset(

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import torch
 
     from kgen.backends.base import Backend, KernelLaunch
+    from kgen.evals.checks.harness_integrity import HarnessSnapshot
     from kgen.evals.checks.memory_report import DeviceMemory
     from kgen.evals.checks.module_state import WeightTransfer
     from kgen.evals.problem.format import LoadedProblem
@@ -59,6 +60,9 @@ class VerifierContext:
     report: ChildReport = field(default_factory=ChildReport)
     #: the candidate's module, once the load stage imported it
     module: ModuleType | None = None
+    #: kgen's own functions and the timers as they were before the candidate was imported
+    #: (taken by the load stage; compared after the import and after every watched call)
+    integrity: HarnessSnapshot | None = None
     #: the sizes of the inputs made last: where their reference runs follows from them
     sizes_now: dict[str, int] = field(default_factory=dict)
     #: where the ghost check and the call sequence run: the first size set, or smaller sizes

@@ -21,7 +21,7 @@ from kgen.evals.timing.gpu_sharing import GpuNeighbours, gpu_neighbours
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.trial_parts import inputs_for, models, references
-from kgen.evals.verifier.watched_call import raise_guard_violation
+from kgen.evals.verifier.watched_call import raise_guard_violation, raise_if_tampered
 
 #: Input sets rotated through timed calls, so no trial reuses the previous trial's buffers.
 TIMING_INPUT_SETS = 3
@@ -154,9 +154,11 @@ def time_and_judge(ctx: VerifierContext) -> None:
         if calibration_note:
             errors["sync_calibration"] = calibration_note
         phases.lap("calibration")
+        raise_if_tampered(ctx, "before timing")
         with ctx.guard:
             result = time_on_gpu(timed_candidate, input_sets, budget_s=2.0, calibration=calibration)
         raise_guard_violation(ctx)
+        raise_if_tampered(ctx, "while timing")
         phases.lap("candidate")
         measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
         # The outputs of a timed call are checked again: no switching behaviour once timing starts.

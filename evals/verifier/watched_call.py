@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kgen.evals.checks.harness_integrity import is_timer, tampered
 from kgen.evals.checks.memory_report import is_out_of_memory
 from kgen.evals.static_rules import cpu_fallback_lines
 from kgen.evals.verdict import Inconclusive, InconclusiveCause, Rejected, RejectionClass
@@ -40,6 +41,23 @@ def raise_guard_violation(ctx: VerifierContext) -> None:
     if ctx.guard.violations:
         v = ctx.guard.violations[0]
         raise Rejected(RejectionClass.SANDBOX_VIOLATION, f"the candidate tried a forbidden {v.action}: {v.detail}")
+
+
+def raise_if_tampered(ctx: VerifierContext, what: str) -> None:
+    """Reject a candidate whose code replaced kgen's own functions, torch's, or a timer since the
+    load stage's snapshot (``checks/harness_integrity.py``), by whatever route it took."""
+    if ctx.integrity is None:
+        return
+    changes = tampered(ctx.integrity)
+    if not changes:
+        return
+    timers = [c for c in changes if is_timer(c)]
+    shown = "; ".join((timers or changes)[:5]) + (f"; ... {len(changes) - 5} more" if len(changes) > 5 else "")
+    if timers:
+        raise Rejected(RejectionClass.TIMING_ATTACK, f"the candidate replaced timing or synchronisation "
+                       f"functions: {shown} ({what})")
+    raise Rejected(RejectionClass.FORBIDDEN_CONSTRUCT, f"the candidate replaced functions the verifier "
+                   f"calls (harness tampering): {shown} ({what})")
 
 
 def raise_if_interpreter_limit(ctx: VerifierContext, exc: BaseException, what: str) -> None:
@@ -122,8 +140,16 @@ def watched_call(ctx: VerifierContext, candidate: Any, inputs: list[Any], poison
         follow_copies=follow_copies,
     )
     raise_guard_violation(ctx)
+    raise_if_tampered(ctx, what)
     if evidence.error is not None:
         raise runtime_error(ctx, evidence.error, what)
+    if evidence.unplain_outputs:
+        i, problem = next(iter(evidence.unplain_outputs.items()))
+        raise Rejected(
+            RejectionClass.WRONG_OUTPUT_STRUCTURE,
+            f"output {i} is {problem}: outputs must be plain dense tensors holding their values when "
+            f"forward returns ({what})",
+        )
     if ctx.request.reference_self_test:
         evidence.compute_ops, evidence.host_reads = {}, 0
     elif execute and not evidence.launches:

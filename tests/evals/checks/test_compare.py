@@ -69,3 +69,44 @@ def test_a_reference_compared_twice_is_judged_the_same_and_a_changed_one_afresh(
     del ref, changed
     other = torch.zeros(5000, dtype=torch.float64)  # may reuse the freed tensor's id
     assert compare_output(0, torch.zeros(5000), other).passed
+
+
+def _structure_failure(out, ref):
+    with pytest.raises(ComparisonFailure) as info:
+        check_structure([out], [ref])
+    assert info.value.rejection is RejectionClass.WRONG_OUTPUT_STRUCTURE
+    return str(info.value)
+
+
+def test_outputs_that_are_not_plain_dense_tensors_are_the_wrong_structure():
+    ref = torch.randn(8, 6)
+    assert "sparse" in _structure_failure(ref.to_sparse(), ref)
+    assert "meta" in _structure_failure(torch.empty(8, 6, device="meta"), ref)
+    assert "Parameter" in _structure_failure(torch.nn.Parameter(ref.clone(), requires_grad=False), ref)
+    assert "overlapping" in _structure_failure(ref[:1].clone().expand(8, 6), ref)
+
+
+def test_a_subclass_is_judged_without_running_its_methods():
+    calls = []
+
+    class Watching(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            calls.append(func)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    ref = torch.randn(4, 4)
+    out = ref.clone().as_subclass(Watching)
+    calls.clear()
+    _structure_failure(out, ref)
+    assert calls == []
+
+
+def test_plain_views_of_a_fresh_buffer_and_an_overlapping_reference_pass_the_structure_check():
+    buf = torch.randn(48)
+    ref = torch.randn(8, 6)
+    check_structure([buf.view(8, 6)], [ref])
+    check_structure([buf.as_strided((8, 6), (6, 1))], [ref])
+    check_structure([buf.view(6, 8).t()], [ref])  # column-major is dense too
+    row = torch.randn(1, 6)
+    check_structure([row.expand(8, 6)], [row.expand(8, 6)])  # the reference broadcasts as well

@@ -599,3 +599,80 @@ def stamp(t_ptr):
     tl.store(t_ptr, t + s)
 '''
     assert [(v.rule, v.line) for v in check_candidate_source(src)] == [("clock-env", 7), ("clock-env", 8)]
+
+
+# ----------------------------------------------------------------------------------------
+# Tampering through handles on imported modules, and code built by libraries
+# ----------------------------------------------------------------------------------------
+
+_HANDLE_STORES = {
+    "local alias": "def f():\n    cuda = torch.cuda\n    cuda.synchronize = None\nf()\n",
+    "tuple alias": "def f():\n    bench, cuda = triton.testing, torch.cuda\n    cuda.synchronize = None\nf()\n",
+    "parameter default": "def f(target=torch.cuda):\n    target.synchronize = None\nf()\n",
+    "loop over modules": "for m in (torch.cuda, triton):\n    m.synchronize = None\n",
+    "with as": "import contextlib\nwith contextlib.nullcontext(torch.cuda) as m:\n    m.synchronize = None\n",
+    "walrus root": "(m := torch.cuda).synchronize = None\n",
+    "list root": "[torch.cuda][0].synchronize = None\n",
+    "conditional root": "(torch.cuda if True else None).Event = None\n",
+    "delete through alias": "def f():\n    c = torch.cuda\n    del c.synchronize\nf()\n",
+}
+
+
+@pytest.mark.parametrize("snippet", list(_HANDLE_STORES.values()), ids=list(_HANDLE_STORES))
+def test_a_store_through_a_handle_on_an_imported_module_is_a_monkey_patch(snippet):
+    assert "monkey-patch" in _rules(_forward("return launch(x)", extra=snippet))
+
+
+def test_a_store_through_an_attribute_of_self_holding_a_module_is_a_monkey_patch():
+    init = "self._cuda = torch.cuda\nself._cuda.synchronize = None"
+    assert "monkey-patch" in _rules(_forward("return launch(x)", init=init))
+
+
+_OWN_OBJECT_STORES = {
+    "namespace": "import types\ncfg = types.SimpleNamespace()\ncfg.block = 1024\n",
+    "class decorator": "def named(cls):\n    cls.kernel_name = 'copy'\n    return cls\n",
+    "read-only alias": "def f():\n    cuda = torch.cuda\n    return cuda.is_available()\nf()\n",
+    "loop over own objects": "class C:\n    pass\nfor c in (C(), C()):\n    c.size = 1\n",
+    "alias name reused for an own object": "def f():\n    m = torch.cuda\n    return m.is_available()\ndef g():\n    m = types.SimpleNamespace()\n    m.x = 1\n    return m\nimport types\nf()\ng()\n",
+}
+
+
+@pytest.mark.parametrize("snippet", list(_OWN_OBJECT_STORES.values()), ids=list(_OWN_OBJECT_STORES))
+def test_stores_on_the_candidates_own_objects_are_allowed(snippet):
+    assert _rules(_forward("return launch(x)", extra=snippet)) == set()
+
+
+def test_self_attributes_holding_own_values_may_be_written_in_init():
+    init = "self.cfg = {'block': 1024}\nself.cfg['block'] = 512\nself.block = 256"
+    assert _rules(_forward("return launch(x)", init=init)) == set()
+
+
+@pytest.mark.parametrize("module", ["pydoc", "doctest", "unittest", "unittest.mock", "logging.config"])
+def test_libraries_that_import_or_run_code_by_name_are_forbidden_imports(module):
+    assert "forbidden-import" in _rules(_forward("return launch(x)", extra=f"import {module}\n"))
+
+
+@pytest.mark.parametrize("name", ["types.FunctionType", "types.CodeType", "typing.get_type_hints", "typing.ForwardRef"])
+def test_library_code_builders_are_forbidden_calls(name):
+    module = name.split(".")[0]
+    assert "forbidden-call" in _rules(_forward("return launch(x)", extra=f"import {module}\nf = {name}\n"))
+
+
+def test_types_and_typing_names_that_build_no_code_stay_allowed():
+    extra = "import types\nimport typing\nns = types.SimpleNamespace(a=1)\nT = typing.Optional[int]\n"
+    assert _rules(_forward("return launch(x)", extra=extra)) == set()
+
+
+def test_a_tensor_subclass_built_with_three_argument_type_is_caught():
+    extra = "L = type('L', (torch.Tensor,), {'__torch_function__': classmethod(lambda *a, **k: None)})\n"
+    assert {"tensor-subclass", "dunder-access"} <= _rules(_forward("return launch(x)", extra=extra))
+
+
+def test_type_of_an_object_and_plain_three_argument_type_stay_allowed():
+    extra = "Pair = type('Pair', (object,), {'size': 2})\nkind = type(1.0)\n"
+    assert _rules(_forward("return launch(x)", extra=extra)) == set()
+
+
+def test_registering_a_python_kernel_for_a_torch_op_is_a_monkey_patch():
+    extra = "torch.ops.aten.relu.default.py_impl(torch.DispatchKey.CPU)(lambda x: x)\n"
+    assert "monkey-patch" in _rules(_forward("return launch(x)", extra=extra))

@@ -36,3 +36,49 @@ def test_an_import_that_fails_is_a_load_error(open_verifier, tmp_path):
     with pytest.raises(Rejected, match="no_such_module_anywhere") as caught:
         LoadStage().run(ctx)
     assert caught.value.rejection is RejectionClass.LOAD_ERROR
+
+
+_PATCH_KGEN = """\
+import sys
+import torch
+
+_compare = sys.modules["kgen.evals.checks.compare"]
+_compare.check_structure = lambda outputs, expected: None
+
+class ModelNew(torch.nn.Module):
+    pass
+"""
+
+_PATCH_BENCH = """\
+import torch
+import triton.testing
+
+_handles = {"bench": triton.testing}
+_handles["bench"].do_bench = lambda *args, **kwargs: 0.001
+
+class ModelNew(torch.nn.Module):
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "rejection", "named"),
+    [(_PATCH_KGEN, RejectionClass.FORBIDDEN_CONSTRUCT, "kgen.evals.checks.compare.check_structure"),
+     (_PATCH_BENCH, RejectionClass.TIMING_ATTACK, "triton.testing.do_bench")],
+    ids=["kgen-function", "timer"],
+)
+def test_an_import_that_replaces_what_the_verifier_calls_is_rejected(open_verifier, tmp_path, source, rejection, named):
+    import triton.testing
+
+    import kgen.evals.checks.compare as compare
+
+    kept = compare.check_structure, triton.testing.do_bench
+    path = tmp_path / "tampers.py"
+    path.write_text(source)
+    ctx = open_verifier(path)
+    try:
+        with pytest.raises(Rejected, match=named) as caught:
+            LoadStage().run(ctx)
+        assert caught.value.rejection is rejection
+    finally:
+        compare.check_structure, triton.testing.do_bench = kept
