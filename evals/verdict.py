@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class ResultModel(BaseModel):
@@ -150,3 +150,10 @@ class Trial(ResultModel):
     launches: int = 0
     seconds: float = 0.0
     passed: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_default_arguments(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if not data.get("arguments", True):
+            del data["arguments"]  # written only for a trial that varied some: earlier results keep their bytes
+        return data
