@@ -64,6 +64,7 @@ class RejectionClass(str, Enum):
     ENVIRONMENT_DEPENDENT = "environment_dependent"  # wrong when only the clock (or environment) differs
     OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"  # wrote past the end of a buffer it allocated
     HARDCODED_ARGUMENT = "hardcoded_argument"  # right with the problem's eps / slope / dim, wrong with another
+    INPUT_INSENSITIVE = "input_insensitive"  # a near-constant answer on a low-signal problem: does not follow its inputs
 
 
 class Rejected(Exception):

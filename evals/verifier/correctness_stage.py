@@ -5,7 +5,8 @@ Trials run in a fixed order, so a failure can be named by what passed before it:
 default sizes on normal inputs over every seed first, then the other input distributions,
 then the other size sets (``trials.py``), then one trial per varied argument other than a size
 (``argument_trials.py``). Then the ghost check (kernels switched off must
-change the output, ``ghost_check.py``), the uninstrumented call sequence
+change the output, ``ghost_check.py``), the input-sensitivity check (on a low-signal problem
+the output must follow its inputs, ``input_sensitivity.py``), the uninstrumented call sequence
 (``call_sequence.py``) and the cache probe (new values in the same buffers must give new
 outputs).
 """
@@ -22,6 +23,7 @@ from kgen.evals.verifier.argument_trials import run_argument_trials
 from kgen.evals.verifier.call_sequence import run_cache_probe, run_call_sequence
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.ghost_check import run_ghost_check
+from kgen.evals.verifier.input_sensitivity import run_input_sensitivity
 from kgen.evals.verifier.trial_parts import problem_at
 from kgen.evals.verifier.trials import run_trial
 
@@ -87,6 +89,8 @@ class CorrectnessStage:
         behaviour = problem_at(ctx, ctx.behaviour_sizes)
         if not ctx.request.reference_self_test:
             run_ghost_check(ctx, behaviour, ctx.request.seeds[0])
+        # noted for the reference self-test too; judged only for a candidate
+        run_input_sensitivity(ctx, behaviour, ctx.request.seeds[0])
         # The plain calls before the cache probe: both run uninstrumented, and a candidate that
         # is honest only while watched is then named for that, not for what its cheat looks like.
         sequence = run_call_sequence(ctx, behaviour, ctx.request.seeds[0] + 31337)
