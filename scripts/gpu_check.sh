@@ -14,7 +14,10 @@
 #   scripted     the scripted two-provider run on the GPU (its pytest test, 2 min)
 #   matrix       the red-team confusion matrix of both backends, Triton and CuTe DSL
 #                (scripts/verification_matrix.py --device cuda --backend all; written to
-#                OUT/verification_gpu.md; KGEN_MATRIX_JOBS candidates at once, default 4; one call)
+#                OUT/verification_gpu.md; KGEN_MATRIX_JOBS candidates at once, default 4;
+#                KGEN_MATRIX_BACKEND=triton|cute splits it over two calls)
+#   public       the public LLM-written KernelBench solutions against their hand judgements
+#                (scripts/public_solutions.py; its section of OUT/verification.md; 3 min)
 #
 # Usage: scripts/gpu_check.sh OUT [STEP...]   (no step: all of them, in this order)
 #   OUT gets at most 8 files: log.txt (everything, with timestamps), summary.md (one line per
@@ -26,14 +29,14 @@
 # Exit code: 0 every check as expected, 1 one was not (summary.md says which), 2 usage, 3 set-up.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: gpu_check.sh OUT [pytest|seeds|kernelbench|agent|selftest|scripted|matrix]..."
+usage="usage: gpu_check.sh OUT [pytest|seeds|kernelbench|agent|selftest|scripted|matrix|public]..."
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "$usage" >&2; exit 2; }
 shift
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(pytest seeds kernelbench agent selftest scripted matrix)
+[ ${#steps[@]} -gt 0 ] || steps=(pytest seeds kernelbench agent selftest scripted matrix public)
 for step in "${steps[@]}"; do
-  case "$step" in pytest|seeds|kernelbench|agent|selftest|scripted|matrix) ;; *) echo "$usage" >&2; exit 2 ;; esac
+  case "$step" in pytest|seeds|kernelbench|agent|selftest|scripted|matrix|public) ;; *) echo "$usage" >&2; exit 2 ;; esac
 done
 wants() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 device=${KGEN_CHECK_DEVICE:-cuda}
@@ -54,6 +57,9 @@ if ls "$root"/.whl/*.whl > /dev/null 2>&1; then
       "$root"/.whl/*.whl 2>&1 | tail -3 | tee -a "$log"
     echo "$wheels" > /tmp/site/.kgen-wheels
   fi
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
+elif [ -f /tmp/site/.kgen-wheels ]; then  # installed by an earlier call while the machine stayed warm
+  stamp "using the wheels an earlier call installed in /tmp/site"
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
 fi
 if [ -f "$root/.cute2/activate" ]; then  # it unpacks relative to the checkout, once per machine
@@ -96,11 +102,12 @@ PY
 
 if wants pytest && [ "$device" != cpu ]; then
   stamp "=== pytest (${SECONDS}s)"
-  TRITON_INTERPRET=0 timeout 240 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
-    "$root/tests/evals/timing/test_measure.py" "$root/tests/backends/test_triton_backend.py" \
+  TRITON_INTERPRET=0 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
+    "$root/tests/evals/timing" "$root/tests/evals/verifier" "$root/tests/evals/checks" \
+    "$root/tests/backends/test_triton_backend.py" \
     --rootdir "$root" -c "$root/pyproject.toml" -o pythonpath="$root/tests/support" > "$work/pytest_gpu_timing.txt" 2>&1
   code=$?
-  record "pytest -m gpu (timing, triton backend)" "exit $code" "$(tail -1 "$work/pytest_gpu_timing.txt")"
+  record "pytest -m gpu (timing, verifier, checks, triton backend)" "exit $code" "$(tail -1 "$work/pytest_gpu_timing.txt")"
   [ $code -eq 0 ] || failed=1
 fi
 if wants seeds; then
@@ -156,16 +163,27 @@ if wants scripted && [ "$device" != cpu ]; then
 fi
 if wants matrix; then
   stamp "=== matrix (${SECONDS}s)"
-  backend=all
-  if ! python3 -c "import cutlass.cute" > /dev/null 2>&1; then
+  backend=${KGEN_MATRIX_BACKEND:-all}
+  if [ "$backend" != triton ] && ! python3 -c "import cutlass.cute" > /dev/null 2>&1; then
     backend=triton  # the CuTe half cannot run: said in the summary, and the check is not as expected
     record "CuTe DSL on this machine" "missing" "carry .cute1, then .cute2 (the cute-device tool's README); Triton only"
     failed=1
   fi
+  # the doc's other sections (the other backend's, from an earlier call) are kept
+  [ -f "$out/verification_gpu.md" ] || cp "$root/docs/verification_gpu.md" "$out/verification_gpu.md"
   timeout 560 python3 "$root/scripts/verification_matrix.py" --device "$device" --backend "$backend" \
     --jobs "${KGEN_MATRIX_JOBS:-4}" --out "$out/verification_gpu.md" > "$work/matrix.txt" 2>&1
   code=$?
   record "verification_matrix.py --backend $backend" "exit $code" "$(grep -E 'candidates as expected|as expected,' "$work/matrix.txt" | tr '\n' ' ' | cut -c1-300)"
+  [ $code -eq 0 ] || failed=1
+fi
+if wants public; then
+  stamp "=== public (${SECONDS}s)"
+  [ -f "$out/verification.md" ] || cp "$root/docs/verification.md" "$out/verification.md"
+  timeout 500 python3 "$root/scripts/public_solutions.py" --device "$device" --jobs "${KGEN_MATRIX_JOBS:-4}" \
+    --out "$out/verification.md" > "$work/public.txt" 2>&1
+  code=$?
+  record "public_solutions.py" "exit $code" "$(tail -3 "$work/public.txt" | tr '\n' ' ' | cut -c1-300)"
   [ $code -eq 0 ] || failed=1
 fi
 tar -czf "$out/work.tar.gz" --exclude=home -C "$work" . 2>> "$log"
