@@ -12,11 +12,15 @@ already:
   ``numel()``, a kernel parameter launched with ``n_rows``..., and the problem is run on
   storage-less meta tensors to see which size constant moves that dim (and how fast: a dim
   may be ``2 * C`` or ``C - k + 1``); an untraced value may be any dim;
-* the set moves that one constant so the dim is just past the threshold (``T + 1`` for an
-  even ``T``, ``T + 2`` for an odd one: odd, never a power of two, past ``>`` and ``>=``
-  alike) and every other movable constant down to at most :data:`OTHER_AXES` (three rows, not
+* the set moves that one constant so the dim is past the threshold by about half of it
+  (:func:`past_threshold`: ``8192 -> 12287``, all ones in binary below the top bit): past ``>`` and
+  ``>=`` alike, odd, and for every power-of-two block up to ``T / 2`` it leaves a tail of
+  almost a whole block, so a path that drops its last partial block loses a third of the row,
+  not one element a tolerance would forgive (``T + 1`` leaves a tail of one);
+  every other movable constant goes down to at most :data:`OTHER_AXES` (three rows, not
   one: a row offset wrong only on the other path needs more than one row to show), so one
-  long row costs little;
+  long row costs little; for a product (``numel() > T``) they go down to 1, so the element
+  count itself is that odd, tail-heavy value;
 * a dim the plan already takes past ``T`` needs no set; a product (``numel() > T``) is
   crossed once any plan set holds more than ``T`` elements in that input;
 * the sets are bounded (:data:`MAX_THRESHOLD_SETS`), long axes first (a long row costs loop
@@ -49,7 +53,7 @@ MAX_THRESHOLD_SETS = 4
 OTHER_AXES = 3
 #: on the CPU, a dim a kernel walks inside one program (a reduction's length, the innermost
 #: axis) is taken up to this length, any other dim (rows: interpreter programs) up to the other
-CPU_LONG_CAP = 1 << 18
+CPU_LONG_CAP = 1 << 19
 CPU_PROGRAM_CAP = 1 << 14
 #: on a GPU the lengths are bounded by the memory plan of the verifier child; these keep a
 #: threshold set from being larger than any real problem
@@ -78,8 +82,8 @@ def threshold_size_sets(
     long = long_axes(info, base, movable)
     candidates: list[tuple[tuple[int, int, int], SizeSet]] = []
     for threshold in thresholds:
-        for name in _constants_to_move(threshold, base_shapes, planned, slopes, long):
-            made = _past(info, base, base_shapes, movable, slopes[name], name, threshold, device, name in long)
+        for name, product in _constants_to_move(threshold, base_shapes, planned, slopes, long):
+            made = _past(info, base, base_shapes, movable, slopes[name], name, threshold, device, name in long, product)
             if made is not None:
                 rank = (0 if threshold.axes else 1, 0 if name in long else 1, threshold.value)
                 candidates.append((rank, made))
@@ -91,6 +95,13 @@ def threshold_size_sets(
             seen.add(key)
             chosen.append(size_set)
     return chosen
+
+
+def past_threshold(value: int) -> int:
+    """The size a threshold set reaches for a threshold ``value``: about one and a half times it,
+    odd (``8192 -> 12287``, ``16 -> 23``)."""
+    past = value + max(1, value // 2 - 1)
+    return past if past % 2 else past + 1
 
 
 def input_shapes(info: ProblemInfo, sizes: Mapping[str, int]) -> Shapes | None:
@@ -151,20 +162,20 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 def _constants_to_move(
     threshold: SizeThreshold, base_shapes: Shapes, planned: list[Shapes], slopes: dict[str, Slopes], long: set[str]
-) -> list[str]:
+) -> list[tuple[str, bool]]:
     """The constants whose move crosses ``threshold`` where the plan does not: one per dim the
     plan leaves below it, long axes first; one only for a product."""
     value = threshold.value
     order = sorted(slopes, key=lambda n: (n not in long, n))
-    wanted: list[str] = []
+    wanted: list[tuple[str, bool]] = []
     for axis in threshold.axes or (ThresholdAxis(),):
         pairs = _pairs(axis, base_shapes)
         if axis.product:
             inputs = {i for i, _ in pairs}
             if any(_numel(s[i]) > value for s in planned for i in inputs if i < len(s)):
                 continue
-            first = next((n for n in order if set(slopes[n]) & pairs), None)
-            wanted += [first] if first else []
+            # one constant is enough, but a long one may be past its cap: the next one is kept too
+            wanted += [(n, True) for n in order if set(slopes[n]) & pairs][:2]
             continue
         open_pairs = {
             (i, d) for i, d in pairs
@@ -172,7 +183,7 @@ def _constants_to_move(
         }
         for name in order:
             if set(slopes[name]) & open_pairs:
-                wanted.append(name)
+                wanted.append((name, False))
                 open_pairs -= set(slopes[name])
     return list(dict.fromkeys(wanted))
 
@@ -187,30 +198,38 @@ def _past(
     threshold: SizeThreshold,
     device: Device,
     is_long: bool,
+    product: bool,
 ) -> SizeSet | None:
-    """``base`` with ``name`` moved so the dim it drives is just past the threshold and the others
-    small; None when that is past the device's caps or the reference cannot make the inputs."""
-    target = grown_value(threshold.value)
+    """``base`` with ``name`` moved so the dim it drives (for a ``product``, its input's element
+    count) is just past the threshold and the others small; None when that is past the device's
+    caps or the reference cannot make the inputs."""
+    crossing = past_threshold(threshold.value)
     long_cap, program_cap, element_cap = (
         (GPU_LONG_CAP, GPU_PROGRAM_CAP, GPU_ELEMENT_CAP) if device.is_gpu else (CPU_LONG_CAP, CPU_PROGRAM_CAP, CPU_ELEMENT_CAP)
     )
-    if target > (long_cap if is_long else program_cap) or not slopes:
+    if not slopes:
         return None
-    others = {n: min(base[n], OTHER_AXES) for n in movable if n != name and not _same_tuple(n, name)}
+    # a product is crossed on one long axis alone, the others at 1: its element count is then
+    # the odd, tail-heavy value itself (three rows times a column count may be a multiple of a block)
+    small_value = 1 if product else OTHER_AXES
+    others = {n: min(base[n], small_value) for n in movable if n != name and not _same_tuple(n, name)}
     small = _consistent(info, {**base, **others})
     small_shapes = input_shapes(info, small) or base_shapes
-    (i, d), _ = max(slopes.items(), key=lambda item: item[1][1])
-    length, slope = small_shapes[i][d] if d < len(small_shapes[i]) else base_shapes[i][d], slopes[(i, d)][1]
-    value = base[name] + max(1, -(-(target - length) // slope)) if slope > 0 else None
-    if value is None:
+    (i, d), (_, slope) = max(slopes.items(), key=lambda item: item[1][1])
+    length = small_shapes[i][d]
+    # a product is crossed once the dim times the rest of the input's (small) dims is past it
+    rest = max(1, _numel(small_shapes[i]) // max(1, length)) if product else 1
+    target = -(-crossing // rest)
+    if target > (long_cap if is_long else program_cap) or slope <= 0:
         return None
-    value = int(value)
+    value = int(base[name] + max(1, -(-(target - length) // slope)))
     for _ in range(4):
         sizes = _consistent(info, {**small, name: value})
         shapes = input_shapes(info, sizes)
         if shapes is None:
             return None
-        if shapes[i][d] > threshold.value:
+        reached = _numel(shapes[i]) if product else shapes[i][d]
+        if reached > threshold.value:
             break
         value = grown_value(value + max(1, int((target - shapes[i][d]) / slope)))
     else:

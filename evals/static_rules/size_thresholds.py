@@ -67,7 +67,7 @@ Axes = frozenset[ThresholdAxis]
 
 
 def find_size_thresholds(source: str) -> list[SizeThreshold]:
-    """Every size threshold in ``source``, deduplicated, smallest first (at most :data:`MAX_FOUND`);
+    """Every size threshold in ``source``, deduplicated (one of two a step apart), smallest first (at most :data:`MAX_FOUND`);
     empty for a file that does not parse (the static stage rejects it anyway)."""
     try:
         tree = ast.parse(source)
@@ -78,7 +78,12 @@ def find_size_thresholds(source: str) -> list[SizeThreshold]:
     for threshold in finder.thresholds():
         if MIN_THRESHOLD <= threshold.value < MAX_THRESHOLD:
             found.setdefault((threshold.value, threshold.axes), threshold)
-    return sorted(found.values(), key=lambda t: (t.value, t.line))[:MAX_FOUND]
+    kept: list[SizeThreshold] = []
+    for threshold in sorted(found.values(), key=lambda t: (t.value, t.line)):
+        # ``n > 16383`` and ``n >= 16384`` are one threshold: a trial past one is past both
+        if not any(k.axes == threshold.axes and threshold.value - k.value <= 1 for k in kept):
+            kept.append(threshold)
+    return kept[:MAX_FOUND]
 
 
 class _Finder:
@@ -267,11 +272,14 @@ class _Finder:
             target = expr.func.value if isinstance(expr.func, ast.Attribute) else (expr.args[0] if expr.args else None)
             return self._literal_ints(target, scope, depth + 1)
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            elements = [*expr.keys, *expr.values] if isinstance(expr, ast.Dict) else expr.elts
             out = []
-            for node in ast.walk(expr):
-                value = self.int_value(node, scope) if isinstance(node, (ast.Constant, ast.BinOp, ast.Name)) else None
+            for element in elements:
+                value = self.int_value(element, scope)
                 if value is not None:
                     out.append(value)
+                elif isinstance(element, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+                    out += self._literal_ints(element, scope, depth + 1)
             return out
         return []
 
@@ -317,6 +325,10 @@ class _Finder:
         if isinstance(expr, ast.BinOp):
             left = self.axes(expr.left, scope, depth + 1, seen)
             right = self.axes(expr.right, scope, depth + 1, seen)
+            if UNKNOWN in left and left - {UNKNOWN} == set() and right - {UNKNOWN}:
+                left = frozenset()  # ``n // splits`` with an untraced divisor: still a threshold on ``n``
+            if UNKNOWN in right and right - {UNKNOWN} == set() and left - {UNKNOWN}:
+                right = frozenset()
             if isinstance(expr.op, ast.Mult) and left and right:
                 return frozenset(_as_product(left) | _as_product(right))
             return left | right
