@@ -16,7 +16,9 @@ already:
   (:func:`past_threshold`: ``8192 -> 12287``, all ones in binary below the top bit): past ``>`` and
   ``>=`` alike, odd, and for every power-of-two block up to ``T / 2`` it leaves a tail of
   almost a whole block, so a path that drops its last partial block loses a third of the row,
-  not one element a tolerance would forgive (``T + 1`` leaves a tail of one);
+  not one element a tolerance would forgive (``T + 1`` leaves a tail of one); a dim that is
+  a count of programs (rows, not a long axis) goes only :data:`PROGRAMS_PAST` further, since on
+  the CPU each row is one more interpreter program;
   every other movable constant goes down to at most :data:`OTHER_AXES` (three rows, not
   one: a row offset wrong only on the other path needs more than one row to show), so one
   long row costs little; for a product (``numel() > T``) they go down to 1, so the element
@@ -54,7 +56,9 @@ OTHER_AXES = 3
 #: on the CPU, a dim a kernel walks inside one program (a reduction's length, the innermost
 #: axis) is taken up to this length, any other dim (rows: interpreter programs) up to the other
 CPU_LONG_CAP = 1 << 19
-CPU_PROGRAM_CAP = 1 << 14
+CPU_PROGRAM_CAP = (1 << 12) + 64
+#: how far past a threshold a program-count dim (rows) goes: :func:`past_threshold_in_programs`
+PROGRAMS_PAST = 16
 #: on a GPU the lengths are bounded by the memory plan of the verifier child; these keep a
 #: threshold set from being larger than any real problem
 GPU_LONG_CAP = 1 << 26
@@ -102,6 +106,12 @@ def past_threshold(value: int) -> int:
     odd (``8192 -> 12287``, ``16 -> 23``)."""
     past = value + max(1, value // 2 - 1)
     return past if past % 2 else past + 1
+
+
+def past_threshold_in_programs(value: int) -> int:
+    """For a dim that is a program count (rows), a few past the threshold is enough (rows a capped
+    grid never reaches show as unwritten output) and each one more is an interpreter program."""
+    return grown_value(value + PROGRAMS_PAST)
 
 
 def input_shapes(info: ProblemInfo, sizes: Mapping[str, int]) -> Shapes | None:
@@ -203,7 +213,7 @@ def _past(
     """``base`` with ``name`` moved so the dim it drives (for a ``product``, its input's element
     count) is just past the threshold and the others small; None when that is past the device's
     caps or the reference cannot make the inputs."""
-    crossing = past_threshold(threshold.value)
+    crossing = past_threshold(threshold.value) if is_long or product else past_threshold_in_programs(threshold.value)
     long_cap, program_cap, element_cap = (
         (GPU_LONG_CAP, GPU_PROGRAM_CAP, GPU_ELEMENT_CAP) if device.is_gpu else (CPU_LONG_CAP, CPU_PROGRAM_CAP, CPU_ELEMENT_CAP)
     )

@@ -14,6 +14,7 @@ from kgen.evals.problem.threshold_sets import (
     MAX_THRESHOLD_SETS,
     OTHER_AXES,
     past_threshold,
+    past_threshold_in_programs,
     threshold_size_sets,
 )
 
@@ -49,7 +50,8 @@ def test_a_column_threshold_moves_the_columns_and_shrinks_the_rest():
 
 def test_a_row_threshold_moves_the_rows():
     _, sets = sets_for("softmax", threshold(2048, ROWS))
-    assert [s.sizes for s in sets] == [{"ROWS": past_threshold(2048), "COLS": OTHER_AXES}]
+    assert [s.sizes for s in sets] == [{"ROWS": past_threshold_in_programs(2048), "COLS": OTHER_AXES}]
+    assert 2048 < past_threshold_in_programs(2048) <= 2048 + 20  # rows are interpreter programs
 
 
 def test_thresholds_the_plan_crosses_give_no_set():
@@ -59,11 +61,14 @@ def test_thresholds_the_plan_crosses_give_no_set():
 
 
 def test_an_unknown_axis_tries_each_uncrossed_constant_long_first():
-    _, sets = sets_for("softmax", threshold(8192))
+    _, sets = sets_for("softmax", threshold(4100))
     assert [s.sizes for s in sets] == [
-        {"ROWS": OTHER_AXES, "COLS": past_threshold(8192)},
-        {"ROWS": past_threshold(8192), "COLS": OTHER_AXES},
+        {"ROWS": OTHER_AXES, "COLS": past_threshold(4100)},
+        {"ROWS": past_threshold_in_programs(4100), "COLS": OTHER_AXES},
     ]
+    # rows past 8192 are past the CPU's program cap: only the columns, a GPU run looks at the rows
+    _, sets = sets_for("softmax", threshold(8192))
+    assert [s.sizes for s in sets] == [{"ROWS": OTHER_AXES, "COLS": past_threshold(8192)}]
 
 
 def test_a_product_threshold_counts_the_other_dims():
