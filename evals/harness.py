@@ -26,12 +26,14 @@ from kgen.errors import KgenUsageError
 from kgen.evals.problem.argument_sets import argument_plan
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import ProblemInfo, consistent_sizes, sizes_text
-from kgen.evals.problem.size_sets import verification_size_plan
+from kgen.evals.problem.size_sets import SizeSet, verification_size_plan
+from kgen.evals.problem.threshold_sets import threshold_size_sets
 from kgen.evals.result import EvalResult
 from kgen.evals.sandbox import worker_pool
 from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome, run_python_module
 from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.evals.sandbox.scratch import new_workdir
+from kgen.evals.static_rules.size_thresholds import find_size_thresholds
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
 from kgen.evals.verifier.messages import (
     HEARTBEAT_FILE,
@@ -128,6 +130,8 @@ def evaluate(
     try:
         size_device = Device.CPU if options.small_sizes else device
         plan = verification_size_plan(info, size_device)
+        if not options.timing_only:
+            plan += _threshold_sets(info, plan, candidate_path, size_device)
         # The candidate may write only inside box/; the request and the report live beside it.
         box = workdir / "box"
         box.mkdir(exist_ok=True)  # a spare's box exists already: it is the spare's HOME
@@ -142,6 +146,7 @@ def evaluate(
             size_sets=[size_set.sizes for size_set in plan],
             generated_size_sets=[i for i, size_set in enumerate(plan) if size_set.generated],
             fallback_size_sets={i: list(size_set.fallbacks) for i, size_set in enumerate(plan) if size_set.fallbacks},
+            size_set_notes={i: size_set.note for i, size_set in enumerate(plan) if size_set.note},
             probe_sizes=_probe_sizes(info, plan[0].sizes, size_device),
             distributions=options.distributions,
             argument_variations=[] if options.timing_only else argument_plan(info, plan[0].sizes),
@@ -211,6 +216,13 @@ def _child_spec(options: EvalOptions, device: Device) -> worker_pool.WorkerSpec:
         device=device, backend=options.backend, extra_env={cache_env: str(cache)} if cache_env else {},
         limits=SandboxLimits(timeout_s=options.timeout_s),
     )
+
+
+def _threshold_sets(info: ProblemInfo, plan: list[SizeSet], candidate: Path, device: Device) -> list[SizeSet]:
+    """Sizes just past the thresholds the candidate's code branches on (``if n_cols > 8192``),
+    where the plan does not reach: the code path beyond them is run at least once."""
+    source = candidate.read_text(encoding="utf-8", errors="replace")
+    return threshold_size_sets(info, plan, find_size_thresholds(source), device)
 
 
 def _probe_sizes(info: ProblemInfo, first: dict[str, int], device: Device) -> dict[str, int] | None:

@@ -27,6 +27,9 @@ so that no size is only ever seen below its default:
 
 On ``cuda`` the base is the default sizes plus every ``KGEN_EXTRA_SIZES`` set.
 
+On either device the harness adds ``threshold`` sets made from the candidate's own code
+(``evals/problem/threshold_sets.py``): one size just past each threshold it branches on.
+
 Every size constant ``evals/problem/size_constants.py`` reads is a key here: a name
 (``batch_size``, ``height`` of ``height = width = 256``) or one element of a
 tuple or list (``input_shape[0]``, ``kernel_size[1]``). Never moved:
@@ -84,8 +87,8 @@ CPU_LONG_AXIS_CAP = 4096
 #: (a KernelBench file without ``KGEN_SMALL_SIZES``; see :func:`within_cpu_budget`).
 CPU_ELEMENT_BUDGET = 1 << 16
 
-Origin = Literal["default", "extra", "small", "grown", "shrunk", "ones", "beyond_default"]
-GENERATED: frozenset[str] = frozenset({"grown", "shrunk", "ones", "beyond_default"})
+Origin = Literal["default", "extra", "small", "grown", "shrunk", "ones", "beyond_default", "threshold"]
+GENERATED: frozenset[str] = frozenset({"grown", "shrunk", "ones", "beyond_default", "threshold"})
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,9 @@ class SizeSet:
     origin: Origin
     #: single-constant versions of a multi-constant move, tried if this set's reference cannot run
     fallbacks: tuple[dict[str, int], ...] = ()
+    #: why this set is tried, told with a failure at it (a ``threshold`` set names the
+    #: candidate's comparison it crosses)
+    note: str = ""
 
     @property
     def generated(self) -> bool:

@@ -36,6 +36,9 @@ class ChildRequest(BaseModel):
     generated_size_sets: list[int] = Field(default_factory=list)
     #: index of a generated set -> one-constant-at-a-time sets to try if the reference cannot run it
     fallback_size_sets: dict[int, list[dict[str, int]]] = Field(default_factory=dict)
+    #: index of a size set -> why it is tried, added to a rejection at it (a ``threshold`` set
+    #: names the candidate's comparison it crosses: ``evals/problem/threshold_sets.py``)
+    size_set_notes: dict[int, str] = Field(default_factory=dict)
     #: sizes for the precision-probe distributions (a long reduction axis); None: the first set
     probe_sizes: dict[str, int] | None = None
     distributions: bool = True

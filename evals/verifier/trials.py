@@ -141,17 +141,31 @@ def run_trial(ctx: VerifierContext, sizes: dict[str, int], distribution: str, se
         if exc.rejection is RejectionClass.MISMATCH and distribution not in PROBE_DISTRIBUTIONS:
             probe_precision(ctx, problem_at(ctx, sizes), seed, exc)
         first = ctx.request.size_sets[0]
+        named = exc
         if (exc.rejection in (RejectionClass.RUNTIME_ERROR, RejectionClass.CONSTRUCTION_ERROR)
                 and sizes != first and "normal" in ctx.passed_distributions):
-            raise Rejected(
+            named = Rejected(
                 RejectionClass.SHAPE_SPECIALISATION,
                 f"right at sizes {sizes_text(first)}, but at sizes {sizes_text(sizes)} {exc}",
-            ) from exc
-        raise
+            )
+        note = size_note(ctx, sizes)
+        if note:
+            named = Rejected(named.rejection, f"{named}; this size set was tried {note}", named.evidence)
+        if named is exc:
+            raise
+        raise named from exc
     ctx.worst = max([ctx.worst, *(o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300) for o in passed.outputs)])
     del passed
     ctx.memory.free_between_trials()
     return False
+
+
+def size_note(ctx: VerifierContext, sizes: dict[str, int]) -> str:
+    """Why the plan tries ``sizes`` (a threshold set: the comparison of the candidate it crosses)."""
+    for i, planned in enumerate(ctx.request.size_sets):
+        if planned == sizes and i in ctx.request.size_set_notes:
+            return ctx.request.size_set_notes[i]
+    return ""
 
 
 def probe_precision(ctx: VerifierContext, problem: LoadedProblem, seed: int, failure: Rejected) -> None:

@@ -95,3 +95,12 @@ def test_cross_compile_uses_the_default_sizes_without_allocating_them():
     assert compile_stage is not None and "batch_size=4096, dim=393216" in compile_stage.message
     (kernel,) = result.kernels
     assert kernel.target == "h100" and kernel.ok and kernel.registers > 0
+
+
+def test_a_path_past_a_size_threshold_is_tried_and_the_threshold_named():
+    """A candidate that takes another path past 8192 columns meets a trial past it, and the
+    rejection names the comparison and its line; a candidate without thresholds gets no such set."""
+    result = evaluate("softmax", CANDIDATES / "rt4_thresh_softmax_wide_split.py", CPU)
+    assert result.rejection is RejectionClass.SHAPE_SPECIALISATION, result.reason
+    assert "line 49 of the candidate: `n_cols > 8192`" in result.reason
+    assert result.trials[-1].sizes == {"ROWS": 3, "COLS": 12287}
