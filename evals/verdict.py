@@ -63,6 +63,7 @@ class RejectionClass(str, Enum):
     STALE_WEIGHTS = "stale_weights"  # wrong once the weights change: a copy of them was taken earlier
     ENVIRONMENT_DEPENDENT = "environment_dependent"  # wrong when only the clock (or environment) differs
     OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"  # wrote past the end of a buffer it allocated
+    RACE_CONDITION = "race_condition"  # outputs change beyond tolerance with the programs' scheduling (GPU)
 
 
 class Rejected(Exception):
