@@ -121,7 +121,8 @@ def _run(ctx: VerifierContext, candidate: Any, inputs: list[Any], condition: str
     """One uninstrumented call under ``condition``, its outputs cloned once the device is idle."""
     args = copy_inputs(inputs)
     try:
-        with ctx.guard, torch.no_grad(), CONDITIONS[condition](ctx.device):
+        # the condition set up by kgen outside the guard; only the candidate's call inside it
+        with torch.no_grad(), CONDITIONS[condition](ctx.device), ctx.guard:
             outputs = flatten_outputs(candidate(*args))
     except Exception as exc:  # noqa: BLE001 - untrusted code
         raise_guard_violation(ctx)
