@@ -9,7 +9,9 @@ themselves:
   values* that are never handed to the candidate as buffers: a few timed calls chosen at
   random get those values copied into their buffers just before their flush. A problem too
   big for its fp64 reference on the device (its inputs are gigabytes, far past any L2) gets
-  one set and no fresh values: the memory plan (``ctx.memory``) has no room for more.
+  one set and no fresh values (the memory plan, ``ctx.memory``, has no room for more), and
+  fresh values are drawn only where the device's free memory holds them beside the timed
+  calls' outputs (:func:`fresh_sets_fit`).
 * **Sampled outputs.** The chosen calls' outputs are cloned right after their end event and
   compared with the fp64 reference of the values those calls were given, after the timing;
   and the last call the timing made (its last synced window) is compared too.
@@ -30,7 +32,7 @@ from typing import Any
 from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
 from kgen.evals.problem.format import flatten_outputs
 from kgen.evals.problem.memory_plan import ReferencePlacement
-from kgen.evals.timing.timed_samples import TimedSample, TimedSampler
+from kgen.evals.timing.timed_samples import SAMPLED_CALLS, TimedSample, TimedSampler
 from kgen.evals.verdict import Rejected, RejectionClass
 from kgen.evals.verifier.context import VerifierContext
 from kgen.evals.verifier.trial_parts import inputs_for, references
@@ -42,11 +44,22 @@ TIMING_INPUT_SETS = 3
 FRESH_INPUT_SETS = 2
 
 
+def fresh_sets_fit(free_bytes: int, inputs_bytes: int, outputs_bytes: int | None) -> bool:
+    """Whether :data:`FRESH_INPUT_SETS` more input sets fit beside the timed calls' outputs
+    (one call's, the sampled calls' clones, the last call's) with a quarter to spare."""
+    outputs = (SAMPLED_CALLS + 2) * (outputs_bytes or inputs_bytes)
+    return free_bytes - outputs > 1.25 * FRESH_INPUT_SETS * inputs_bytes
+
+
 def timing_inputs(ctx: VerifierContext, problem: Any, seed: int) -> tuple[list[list[Any]], list[list[Any]]]:
-    """(input sets, fresh value sets) for timing at ``problem``'s sizes, drawn from ``seed``."""
+    """(input sets, fresh value sets) for timing at ``problem``'s sizes, drawn from ``seed``;
+    no fresh sets where the device has no room for them next to the timed calls' outputs."""
     big = ctx.memory.placement(problem.sizes) is ReferencePlacement.HOST
     sets = [inputs_for(ctx, problem, seed + 1000 + i, "normal") for i in range(1 if big else TIMING_INPUT_SETS)]
-    fresh = [] if big else [inputs_for(ctx, problem, seed + 1500 + i, "normal") for i in range(FRESH_INPUT_SETS)]
+    plan = ctx.memory.decision(problem.sizes)[0]
+    free = int(ctx.torch.cuda.mem_get_info(ctx.device)[0]) if ctx.device.type == "cuda" else 0
+    room = not big and fresh_sets_fit(free, plan.inputs_bytes, plan.outputs_bytes)
+    fresh = [inputs_for(ctx, problem, seed + 1500 + i, "normal") for i in range(FRESH_INPUT_SETS)] if room else []
     return sets, fresh
 
 
