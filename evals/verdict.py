@@ -65,6 +65,7 @@ class RejectionClass(str, Enum):
     OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"  # wrote past the end of a buffer it allocated
     HARDCODED_ARGUMENT = "hardcoded_argument"  # right with the problem's eps / slope / dim, wrong with another
     INPUT_INSENSITIVE = "input_insensitive"  # a near-constant answer on a low-signal problem: does not follow its inputs
+    RACE_CONDITION = "race_condition"  # outputs change beyond tolerance with the programs' scheduling (GPU)
 
 
 class Rejected(Exception):

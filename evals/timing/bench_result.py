@@ -106,6 +106,11 @@ class BenchResult(BaseModel):
     #: where the timing stage's seconds went ("setup", "inputs", "calibration", "candidate",
     #: "recheck", "baselines", "sol"): what a faster search loop has to shorten
     phase_seconds: dict[str, float] = Field(default_factory=dict)
+    #: a first candidate time under the speed-of-light floor and its re-measurement
+    #: (``floor_recheck.FloorRecheck`` as stored); None: the first time was possible
+    floor_recheck: dict[str, Any] | None = None
+    #: that first candidate measurement, kept beside the re-measured one in ``measurements``
+    under_floor: Measurement | None = None
 
     @field_validator("measurements", mode="before")
     @classmethod

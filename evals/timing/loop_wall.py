@@ -8,8 +8,11 @@ place in every synced window. The timed loop cannot be told apart from the figur
 from the first flush to the final synchronize the device ran every trial's flush, every trial's
 timed work and whatever was left behind. So, over the whole loop,
 
-    honest:   wall <= max(host time issuing the loop, sum of (flush + event sample)) + jitter
-    deferred: wall ~= sum of (flush + event sample) + the work nobody waited for
+    honest:   wall <= max(host time issuing the loop, sum of (flush + event sample) + kgen's copies) + jitter
+    deferred: wall ~= sum of (flush + event sample) + kgen's copies + the work nobody waited for
+
+(kgen's copies: the few sampled trials' input refresh and output clone, ``timed_samples.py``,
+each timed by events of its own.)
 
 The flush is timed on the host around a synchronize, an upper bound of its device time, so an
 honest loop reads at most zero here. Work a side stream runs *under* a flush is not seen (it is
@@ -50,6 +53,9 @@ class LoopWall(BaseModel):
     flush_ms: float
     #: the trials' event samples, one per trial
     event_samples_ms: list[float]
+    #: device time of kgen's own copies between trials (sampled inputs refreshed, outputs
+    #: kept: ``timed_samples.py``), each timed by an event pair of its own
+    bookkeeping_ms: float = 0.0
 
     @property
     def trials(self) -> int:
@@ -73,7 +79,7 @@ def unaccounted_ms(loop: LoopWall) -> float:
     """Wall time per trial beyond what the host's issuing or the device's timed work explains."""
     if loop.trials == 0:
         return 0.0
-    device = sum(loop.event_samples_ms) + loop.trials * max(loop.flush_ms, 0.0)
+    device = sum(loop.event_samples_ms) + loop.trials * max(loop.flush_ms, 0.0) + max(loop.bookkeeping_ms, 0.0)
     return (loop.wall_ms - max(loop.host_issue_ms, device)) / loop.trials
 
 

@@ -18,9 +18,21 @@ and the eager / ``torch.compile`` baselines alike, in the same process):
 * **L2 flushed before each trial** by writing (``zero_``) a buffer of twice
   the device's L2 (``get_device_properties().L2_cache_size``; a 256 MB buffer
   when the property is missing), enqueued before the start event.
-* **Inputs rotated round-robin** over ``input_sets`` across warm-up, timed
-  and sync trials alike, so no call uses the buffers of the call before it
-  (given two or more sets). A flag says when consecutive sets share a tensor.
+* **Inputs rotated in an order no candidate can predict** over ``input_sets``
+  across warm-up, timed and sync trials alike: each call gets a set drawn at
+  random from a private generator among those other than the last call's, so
+  no call uses the buffers of the call before it (given two or more sets) and
+  neither the call count nor the addresses seen so far tell which comes next
+  (``timed_samples.py``). A flag says when two sets share a tensor.
+* **Timed outputs sampled** (given a ``sampler``, ``timed_samples.py``): a few
+  timed calls, drawn at random, get fresh values written into their buffers
+  before their flush and have their outputs cloned after their end event; each
+  of those copies is bracketed by an event pair of its own, so the loop's
+  wall-time check counts it as accounted for. The caller compares the kept
+  outputs with a reference afterwards.
+* **L2 state.** Before each timed run the persisting L2 state is reset (its
+  lines, its limit, the timed stream's access window: ``l2_state.py``); the
+  result says what the reset did (``l2_state``).
 * **Deferred work.** Events on one stream see only that stream: a candidate
   that launches its work on a side stream (or from another thread) and returns
   at once times as almost nothing. So a smaller number of trials is also timed
@@ -79,7 +91,9 @@ from kgen.evals.timing.deferred_work import (
     judge,
     needs_remeasure,
 )
+from kgen.evals.timing.l2_state import reset_persisting_l2
 from kgen.evals.timing.loop_wall import LoopWall, judge_loops, needs_another_loop
+from kgen.evals.timing.timed_samples import InputOrder, TimedSampler
 from kgen.evals.verdict import ResultModel
 
 NO_GPU_MESSAGE = (
@@ -106,7 +120,7 @@ class TimingResult(ResultModel):
     trials: int
     #: untimed calls before the first trial
     warmup: int
-    #: distinct input sets rotated round-robin over the calls
+    #: distinct input sets the calls were drawn from (in a random order)
     input_sets: int
     #: bytes written before each trial to flush L2
     l2_flush_bytes: int
@@ -131,6 +145,10 @@ class TimingResult(ResultModel):
     flags: list[str] = Field(default_factory=list)
     device_name: str = ""
     budget_s: float = 0.0
+    #: what resetting the persisting L2 state before the run did (``l2_state.py``)
+    l2_state: str = ""
+    #: timed trials whose outputs were kept for a check afterwards (``timed_samples.py``)
+    sampled_trials: list[int] = Field(default_factory=list)
 
     def flag_names(self) -> list[str]:
         """The flags' names (the part before the colon), in order."""
@@ -294,7 +312,8 @@ def _tensors(obj: Any) -> list[torch.Tensor]:
 
 
 def input_reuse_flags(input_sets: Sequence[Sequence[Any]]) -> list[str]:
-    """``inputs_reused`` when a call would touch the buffers of the call before it."""
+    """``inputs_reused`` when a call could touch the buffers of the call before it: any two
+    sets sharing a tensor (the order is random, so any two may follow each other)."""
     n = len(input_sets)
     if n == 1:
         if _tensors(list(input_sets[0])):
@@ -302,12 +321,12 @@ def input_reuse_flags(input_sets: Sequence[Sequence[Any]]) -> list[str]:
         return []
     shared = []
     for i in range(n):
-        a, b = input_sets[i], input_sets[(i + 1) % n]
-        ptrs = {t.data_ptr() for t in _tensors(list(a)) if t.numel()}
-        if any(t.numel() and t.data_ptr() in ptrs for t in _tensors(list(b))):
-            shared.append(f"{i}->{(i + 1) % n}")
+        ptrs = {t.data_ptr() for t in _tensors(list(input_sets[i])) if t.numel()}
+        for j in range(i + 1, n):
+            if any(t.numel() and t.data_ptr() in ptrs for t in _tensors(list(input_sets[j]))):
+                shared.append(f"{i}-{j}")
     if shared:
-        return [f"inputs_reused: consecutive input sets share a tensor ({', '.join(shared)})"]
+        return [f"inputs_reused: input sets share a tensor ({', '.join(shared)})"]
     return []
 
 
@@ -361,6 +380,25 @@ class _CudaClock:
             return "stream_changed: fn left a different current stream than the one being timed"
         return None
 
+    def reset_l2(self) -> str:
+        """The persisting L2 state reset (``l2_state.py``); what was done, in words."""
+        return reset_persisting_l2(self.stream.cuda_stream).describe()
+
+
+class _Caller:
+    """``fn`` called on the input set each call draws (``InputOrder``): the one place a call is made."""
+
+    def __init__(self, fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]):
+        self.fn = fn
+        self.sets = [tuple(s) for s in input_sets]
+        self.order = InputOrder(len(self.sets))
+
+    def run(self, index: int) -> Any:
+        return self.fn(*self.sets[index])
+
+    def __call__(self) -> Any:
+        return self.run(self.order.next())
+
 
 def _check_arguments(input_sets: Sequence[Sequence[Any]], budget_s: float, warmup: int,
                      min_trials: int, max_trials: int) -> None:
@@ -376,17 +414,13 @@ def _check_arguments(input_sets: Sequence[Sequence[Any]], budget_s: float, warmu
 
 def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *,
                  budget_s: float, warmup: int, min_trials: int, max_trials: int,
-                 check_sync: bool, calibration: SyncCalibration | None = None) -> TimingResult:
-    sets = [tuple(s) for s in input_sets]
-    flags = timer_integrity() + input_reuse_flags(sets)
-    calls = 0
-
-    def call() -> None:
-        nonlocal calls
-        fn(*sets[calls % len(sets)])
-        calls += 1
+                 check_sync: bool, calibration: SyncCalibration | None = None,
+                 sampler: TimedSampler | None = None) -> TimingResult:
+    call = _Caller(fn, input_sets)
+    flags = timer_integrity() + input_reuse_flags(call.sets)
 
     clock.synchronize()
+    l2_state = clock.reset_l2()
     threads_start = thread_snapshot()
 
     # The flush's own cost, then the warm-up calls, each timed on the host (synchronized).
@@ -414,7 +448,9 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
     # A flush timed around a synchronize on an idle device: at least its device time (the
     # median leaves out the first, which may load the fill kernel).
     flush_ms = statistics.median(flush_warm_s[1:] or flush_warm_s) * 1000.0
-    samples, loop, stopped = _timed_trials(clock, call, trials, min_trials, budget_s, flush_ms)
+    if sampler is not None:
+        sampler.choose(trials)
+    samples, loop, stopped = _timed_trials(clock, call, trials, min_trials, budget_s, flush_ms, sampler)
     if stopped:
         flags.append(stopped)
     stats = _stats(samples)
@@ -459,7 +495,7 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
         **stats,
         trials=len(samples),
         warmup=warmup,
-        input_sets=len(sets),
+        input_sets=len(call.sets),
         l2_flush_bytes=clock.flush_bytes,
         sync_ratio=judgement.sync_ratio if judgement else None,
         sync_hidden_ms=judgement.hidden_ms if judgement else [],
@@ -472,22 +508,43 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
         flags=flags,
         device_name=clock.device_name,
         budget_s=budget_s,
+        l2_state=l2_state,
+        sampled_trials=sorted(sampler.chosen) if sampler is not None else [],
     )
 
 
-def _timed_trials(clock: Any, call: Callable[[], None], trials: int, min_trials: int, budget_s: float,
-                  flush_ms: float) -> tuple[list[float], LoopWall, str | None]:
+def _timed_trials(clock: Any, call: _Caller, trials: int, min_trials: int, budget_s: float,
+                  flush_ms: float, sampler: TimedSampler | None = None
+                  ) -> tuple[list[float], LoopWall, str | None]:
     """One timed loop: an event pair per trial, nothing read until one final synchronize. Also
-    the loop's host-clock stamps (``loop_wall.py`` judges them) and, when it stopped early, why."""
+    the loop's host-clock stamps (``loop_wall.py`` judges them) and, when it stopped early, why.
+
+    A trial the ``sampler`` chose gets fresh input values before its flush and its outputs
+    cloned after its end event, each copy inside an event pair of its own: device time the
+    loop's wall-time check counts as kgen's, not as work the candidate left behind."""
     events = [(clock.event(), clock.event()) for _ in range(trials)]
+    bookkeeping: list[tuple[Any, Any]] = []
     deadline = clock.now() + 2 * budget_s + 1.0  # host-bound fn far slower than its warm-up
     done, stopped = 0, None
     began = clock.now()
-    for start, end in events:
+    for trial, (start, end) in enumerate(events):
+        index = call.order.next()
+        sampled = sampler is not None and sampler.wants(trial)
+        if sampled:
+            bookkeeping.append((clock.event(), clock.event()))
+            clock.record(bookkeeping[-1][0])
+            sampler.before(trial, index, call.sets[index])
+            clock.record(bookkeeping[-1][1])
         clock.flush()
         clock.record(start)
-        call()
+        result = call.run(index)
         clock.record(end)
+        if sampled:
+            bookkeeping.append((clock.event(), clock.event()))
+            clock.record(bookkeeping[-1][0])
+            sampler.after(result)
+            clock.record(bookkeeping[-1][1])
+        del result
         done += 1
         if done >= min_trials and clock.now() > deadline:
             stopped = f"budget_exceeded: stopped after {done} of {trials} planned trials"
@@ -497,11 +554,12 @@ def _timed_trials(clock: Any, call: Callable[[], None], trials: int, min_trials:
     ended = clock.now()
     samples = [clock.elapsed_ms(s, e) for s, e in events[:done]]
     loop = LoopWall(host_issue_ms=(issued - began) * 1000.0, wall_ms=(ended - began) * 1000.0,
-                    flush_ms=flush_ms, event_samples_ms=samples)
+                    flush_ms=flush_ms, event_samples_ms=samples,
+                    bookkeeping_ms=sum(clock.elapsed_ms(s, e) for s, e in bookkeeping))
     return samples, loop, stopped
 
 
-def _sync_series(clock: Any, call: Callable[[], None], n: int) -> SyncSeries:
+def _sync_series(clock: Any, call: Callable[[], Any], n: int) -> SyncSeries:
     """``n`` synced windows (record start, call, device-wide synchronize, record end), the same
     window around no call, interleaved, and the call's host time, all in ms."""
     synced, bare, host = [], [], []
@@ -525,14 +583,7 @@ def _calibration_loop(clock: Any, op: str, fn: Callable[..., Any], input_sets: S
                       windows: int) -> SyncCalibration:
     """An honest op timed as a candidate is (events, then synced and bare windows): the noise
     that a deferred-work flag must beat in this process."""
-    sets = [tuple(s) for s in input_sets]
-    calls = 0
-
-    def call() -> None:
-        nonlocal calls
-        fn(*sets[calls % len(sets)])
-        calls += 1
-
+    call = _Caller(fn, input_sets)
     for _ in range(2):  # warm-up: the first call may compile
         call()
     clock.synchronize()
@@ -572,11 +623,15 @@ def _device_index(device: int | str | torch.device | None) -> int:
 
 def time_on_gpu(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *, budget_s: float = 1.0,
                 warmup: int = 3, min_trials: int = 10, max_trials: int = 500,
-                check_sync: bool = True, calibration: SyncCalibration | None = None) -> TimingResult:
-    """Time ``fn(*input_sets[i % len(input_sets)])`` on the current CUDA device (see the module doc).
+                check_sync: bool = True, calibration: SyncCalibration | None = None,
+                sampler: TimedSampler | None = None) -> TimingResult:
+    """Time ``fn(*input_sets[i])``, ``i`` drawn at random per call, on the current CUDA device
+    (see the module doc).
 
     ``calibration`` (from :func:`calibrate_sync`) is what the deferred-work check judges
     against; without it the check falls back to the call's own bare-synchronize spread.
+    ``sampler`` (``timed_samples.TimedSampler``) keeps a few timed calls' outputs, on fresh
+    input values, for the caller to check.
 
     Raises :class:`TimingUnavailable` without CUDA. Exceptions from ``fn`` propagate.
     """
@@ -586,7 +641,7 @@ def time_on_gpu(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *, 
     clock = _CudaClock(device)
     return _timing_loop(clock, fn, input_sets, budget_s=budget_s, warmup=warmup,
                         min_trials=min_trials, max_trials=max_trials, check_sync=check_sync,
-                        calibration=calibration)
+                        calibration=calibration, sampler=sampler)
 
 
 def measure_copy_bandwidth(device: int | str | torch.device | None = None, nbytes: int = 2**30) -> float:

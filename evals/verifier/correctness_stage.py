@@ -1,5 +1,5 @@
 """The correctness stage: the trial plan against the fp64 reference, then the ghost check,
-the plain call sequence and the cache probe.
+the plain call sequence, the cache probe and, on a GPU, the race check.
 
 Trials run in a fixed order, so a failure can be named by what passed before it: the
 default sizes on normal inputs over every seed first, then the other input distributions,
@@ -7,8 +7,10 @@ then the other size sets (``trials.py``), then one trial per varied argument oth
 (``argument_trials.py``). Then the ghost check (kernels switched off must
 change the output, ``ghost_check.py``), the input-sensitivity check (on a low-signal problem
 the output must follow its inputs, ``input_sensitivity.py``), the uninstrumented call sequence
-(``call_sequence.py``) and the cache probe (new values in the same buffers must give new
-outputs).
+(``call_sequence.py``), the cache probe (new values in the same buffers must give new
+outputs) and the race check (the same inputs under other launch conditions must give the
+same answer within the tolerance, ``race_check.py``; skipped on the CPU, and the report
+says so).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kgen.evals.verifier.call_sequence import run_cache_probe, run_call_sequence
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.ghost_check import run_ghost_check
 from kgen.evals.verifier.input_sensitivity import run_input_sensitivity
+from kgen.evals.verifier.race_check import run_race_check
 from kgen.evals.verifier.trial_parts import problem_at
 from kgen.evals.verifier.trials import run_trial
 
@@ -96,6 +99,7 @@ class CorrectnessStage:
         sequence = run_call_sequence(ctx, behaviour, ctx.request.seeds[0] + 31337)
         # at the full sizes always: it needs no reference, and a cache keyed by size is caught there
         run_cache_probe(ctx, first, ctx.request.seeds[-1])
+        race = run_race_check(ctx, behaviour, ctx.request.seeds[0] + 4099)
         record_stage(
             ctx,
             self.name,
@@ -103,7 +107,7 @@ class CorrectnessStage:
             f"{len(ctx.report.trials)} trial(s) matched the fp64 reference over {len(ctx.request.seeds)} seed(s), "
             f"{len({d for _, d, _ in plan})} input distribution(s) and {len({repr(t.sizes) for t in ctx.report.trials})} "
             f"size set(s){_varied_text(varied)}; worst error {ctx.worst:.2f}x of tolerance; kernels switched off change the output; "
-            f"new inputs in old buffers give new outputs; {sequence.summary}",
+            f"new inputs in old buffers give new outputs; {sequence.summary}; {race.summary}",
             started,
             seeds=ctx.request.seeds,
             size_sets=ctx.request.size_sets,
@@ -112,4 +116,5 @@ class CorrectnessStage:
             worst_error_over_tolerance=ctx.worst,
             weights=ctx.transfer.model_dump() if ctx.transfer is not None else None,
             call_sequence=sequence.model_dump(),
+            race_check=race.model_dump(),
         )

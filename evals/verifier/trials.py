@@ -6,7 +6,9 @@ can be lying in freed memory for it to find), each call watched (``watched_call.
 both calls' outputs are compared with the fp64 reference, checked for poison left
 unwritten and for a buffer shared between the two calls. A trial the problem's own
 reference cannot judge (made-up sizes it cannot run, outputs its dtype cannot hold to the
-tolerance) is skipped, never held against the candidate.
+tolerance) is skipped, never held against the candidate. On a GPU, a plain numerical
+mismatch whose reruns on the same inputs disagree with each other is named a race
+(``race_check.race_in_failure``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from kgen.evals.problem.input_distributions import (
 from kgen.evals.verdict import Rejected, RejectionClass, SkipTrial, Trial
 from kgen.evals.verifier.context import VerifierContext, save_report
 from kgen.evals.verifier.failure_diagnosis import diagnose, explain, ill_conditioned, name_failure
+from kgen.evals.verifier.race_check import race_in_failure
 from kgen.evals.verifier.trial_parts import inputs_for, models, problem_at, references
 from kgen.evals.verifier.watched_call import check_aliases, watched_call
 
@@ -108,7 +111,10 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
             save_report(ctx)
             failure = explain(ctx, failure, result, outputs, ref64, reference, inputs)
             diagnosis = diagnose(ctx, problem, seed, inputs, ref64, what, failure)
-            raise Rejected(*(diagnosis or name_failure(ctx, failure, result, outputs, what)))
+            named = diagnosis or name_failure(ctx, failure, result, outputs, what)
+            if named[0] is RejectionClass.MISMATCH and (race := race_in_failure(ctx, candidate, inputs, ref64, native, what)):
+                named = (RejectionClass.RACE_CONDITION, f"{failure}; {race} ({what})")
+            raise Rejected(*named)
     result.passed = True
     result.seconds = time.monotonic() - started
     ctx.passed_distributions.add(distribution)

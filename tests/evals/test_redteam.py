@@ -37,9 +37,10 @@ def test_the_cute_suite_ports_every_class_of_the_triton_suite():
 
 @pytest.mark.parametrize("case", bad_cases(), ids=lambda c: c.id)
 def test_planted_bad_candidate_is_rejected_with_its_class(case):
+    """Judged as the CPU must judge it: its class, or what a fixture declares the CPU says where
+    only a GPU can see the fault (a race passes in the interpreter, which runs programs in turn)."""
     result = evaluate(case.problem, case.candidate, CPU)
-    assert not result.passed, f"{case.id} passed the verifier"
-    assert result.rejection is not None and result.rejection.value == case.expect, result.reason
+    assert result.outcome == case.expect_on("cpu"), f"{case.id}: {result.outcome} {result.reason}"
 
 
 # The seed kernels are controls too; tests/knowledge_base/test_seed_kernels.py runs them.

@@ -110,3 +110,12 @@ def test_the_arithmetic():
     assert unaccounted_ms(empty) == 0.0 and not loop_flags(empty)
     with pytest.raises(ValueError):
         judge_loops([])
+
+
+def test_kgens_own_copies_between_trials_are_accounted_for():
+    """The sampled trials' input refresh and output clone (``timed_samples.py``) are device time
+    of kgen's own: timed by their own events, they never read as work left behind."""
+    loop = LoopWall(host_issue_ms=1.0, wall_ms=8.0, flush_ms=0.05, event_samples_ms=[0.05] * 10)
+    assert loop_flags(loop)  # 7 ms nobody accounted for
+    with_copies = loop.model_copy(update={"bookkeeping_ms": 7.0})
+    assert unaccounted_ms(with_copies) == pytest.approx(0.0) and not loop_flags(with_copies)

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgen.evals.verdict import StageStatus
+import pytest
+import torch
+
+from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.verdict import RejectionClass, StageStatus
 from kgen.evals.verifier.load_stage import LoadStage
 from kgen.evals.verifier.timing_stage import TimingStage
 
@@ -32,3 +36,39 @@ def test_on_the_cpu_timings_are_recorded_as_not_measured(open_verifier):
     stage = ctx.report.stages[-1]
     assert (stage.name, stage.status, stage.message) == ("timing", StageStatus.SKIPPED, "timings need a GPU: not measured")
     assert ctx.report.bench is None
+
+
+# --------------------------------------------------------------------------------------
+# On a GPU: sampled timed calls, the L2's persisting state, the floor measured twice
+# --------------------------------------------------------------------------------------
+
+CUDA = torch.cuda.is_available()
+PROBLEMS = FIXTURES / "problems"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_on_a_gpu_sampled_timed_calls_are_checked_and_the_l2_state_is_reset():
+    result = evaluate(PROBLEMS / "relu_kernelbench.py", CANDIDATES / "relu_kernelbench_solution.py",
+                      EvalOptions(device="cuda", n_seeds=1, small_sizes=True, bench=True, timeout_s=600))
+    assert result.passed, result.reason
+    timing = result.stage("timing")
+    assert "timed call(s) drawn at random matched the fp64 reference" in timing.message, timing.message
+    candidate = result.bench.measurements["candidate"]
+    assert len(candidate.sampled_trials) == 3 and candidate.input_sets == 3
+    assert "persisting lines reset" in candidate.l2_state, candidate.l2_state
+    assert not candidate.flags or "deferred_work" not in " ".join(candidate.flags), candidate.flags
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_on_a_gpu_a_time_under_the_floor_is_measured_again_before_it_rejects():
+    """A byte model a thousand times too large: any honest time is under its floor, stays under
+    it after the re-measurement, and the rejection keeps both measurements."""
+    result = evaluate(PROBLEMS / "rt4_relu_overstated_bytes.py", CANDIDATES / "relu_kernelbench_solution.py",
+                      EvalOptions(device="cuda", n_seeds=1, bench=True, timeout_s=600))
+    assert result.rejection is RejectionClass.TIMING_ATTACK, result.reason
+    assert "first measured" in result.reason and "re-measured with fresh inputs" in result.reason
+    evidence = result.stage("timing").evidence
+    assert evidence["floor_recheck"]["impossible"] and evidence["first"]["median_ms"] > 0
+    assert evidence["remeasured"]["median_ms"] > 0 and "persisting lines reset" in evidence["floor_recheck"]["l2_reset"]
