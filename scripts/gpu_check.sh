@@ -102,7 +102,7 @@ PY
 
 if wants pytest && [ "$device" != cpu ]; then
   stamp "=== pytest (${SECONDS}s)"
-  TRITON_INTERPRET=0 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
+  TRITON_INTERPRET=0 timeout 480 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
     "$root/tests/evals/timing" "$root/tests/evals/verifier" "$root/tests/evals/checks" \
     "$root/tests/backends/test_triton_backend.py" \
     --rootdir "$root" -c "$root/pyproject.toml" -o pythonpath="$root/tests/support" > "$work/pytest_gpu_timing.txt" 2>&1
@@ -154,7 +154,7 @@ if wants selftest; then
 fi
 if wants scripted && [ "$device" != cpu ]; then
   stamp "=== scripted (${SECONDS}s)"
-  TRITON_INTERPRET=0 timeout 300 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
+  TRITON_INTERPRET=0 timeout 480 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu \
     "$root/tests/agent/runs/test_run_with_models.py" --rootdir "$root" -c "$root/pyproject.toml" -o pythonpath="$root/tests/support" \
     > "$work/pytest_gpu_agent.txt" 2>&1
   code=$?

@@ -76,9 +76,17 @@ def main() -> int:
     parser.add_argument("--backend", default="all", choices=[*BACKENDS, "all"])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "verification.md")
     parser.add_argument("--jobs", type=int, default=1, help="candidates verified at once (each in its own sandbox)")
+    parser.add_argument("--only", default="", help="comma-separated case ids to run (default: all); "
+                        "their sections then hold only these rows, so write them to another --out")
     args = parser.parse_args()
     backends = BACKENDS if args.backend == "all" else (args.backend,)
     cases = [case for name in backends for case in bad_cases(name) + control_cases(name)]
+    if args.only:
+        wanted = {name.strip() for name in args.only.split(",") if name.strip()}
+        unknown = wanted - {case.id for case in cases}
+        if unknown:
+            parser.error(f"no such case(s): {', '.join(sorted(unknown))}")
+        cases = [case for case in cases if case.id in wanted]
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         rows = list(pool.map(lambda case: judge(case, args.device), cases))

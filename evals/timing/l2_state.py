@@ -52,7 +52,9 @@ class L2Reset(BaseModel):
                                       ("stream access window cleared", self.window_cleared)) if ok]
         parts = done or ["persisting L2 not reset"]
         if self.persisting_limit_bytes:
-            parts.append(f"a persisting L2 limit of {self.persisting_limit_bytes} bytes was set before")
+            # not by itself a sign of tampering: a driver may set a non-zero limit by default
+            # (11.25 MiB seen on an H200), and the reset makes it 0 either way
+            parts.append(f"the persisting L2 limit was {self.persisting_limit_bytes} bytes before the reset")
         return "; ".join(parts + self.notes)
 
 

@@ -6,9 +6,9 @@ can be lying in freed memory for it to find), each call watched (``watched_call.
 both calls' outputs are compared with the fp64 reference, checked for poison left
 unwritten and for a buffer shared between the two calls. A trial the problem's own
 reference cannot judge (made-up sizes it cannot run, outputs its dtype cannot hold to the
-tolerance) is skipped, never held against the candidate. On a GPU, a plain numerical
-mismatch whose reruns on the same inputs disagree with each other is named a race
-(``race_check.race_in_failure``).
+tolerance) is skipped, never held against the candidate. On a GPU, a wrong answer whose
+reruns on the same inputs disagree with each other is named a race, whatever the trial that
+found it would have called it (``race_check.race_in_failure``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ from kgen.evals.verifier.watched_call import check_aliases, watched_call
 
 if TYPE_CHECKING:
     from kgen.evals.problem.format import LoadedProblem
+
+#: Names of a wrong answer that a race gives too: a race shows first where a trial makes the
+#: kernel's programs overlap (a long row under the precision probe, a grown size set), and is
+#: then named by that trial. Reruns that disagree with each other rename it; a deterministic
+#: fault's reruns agree and its name stands.
+RACE_SUSPECTS = frozenset({
+    RejectionClass.MISMATCH, RejectionClass.LOW_PRECISION_ACCUMULATION,
+    RejectionClass.INPUT_DISTRIBUTION, RejectionClass.SHAPE_SPECIALISATION,
+})
 
 
 def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution: str, generated: bool = False) -> Trial:
@@ -112,7 +121,7 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
             failure = explain(ctx, failure, result, outputs, ref64, reference, inputs)
             diagnosis = diagnose(ctx, problem, seed, inputs, ref64, what, failure)
             named = diagnosis or name_failure(ctx, failure, result, outputs, what)
-            if named[0] is RejectionClass.MISMATCH and (race := race_in_failure(ctx, candidate, inputs, ref64, native, what)):
+            if named[0] in RACE_SUSPECTS and (race := race_in_failure(ctx, candidate, inputs, ref64, native, what)):
                 named = (RejectionClass.RACE_CONDITION, f"{failure}; {race} ({what})")
             raise Rejected(*named)
     result.passed = True

@@ -37,7 +37,7 @@ def test_every_step_runs_and_a_limit_left_set_is_reported():
                              "cudaStreamSetAttribute"]
     assert reset.lines_reset and reset.limit_zeroed and reset.window_cleared and not reset.notes
     assert reset.persisting_limit_bytes == 32 * 2**20
-    assert "a persisting L2 limit of 33554432 bytes was set before" in reset.describe()
+    assert "the persisting L2 limit was 33554432 bytes before the reset" in reset.describe()
 
 
 def test_a_failing_step_is_a_note_and_the_others_still_run():
@@ -64,6 +64,9 @@ def test_a_runtime_without_the_calls_is_a_note():
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 def test_on_a_gpu_the_persisting_state_is_reset():
     torch.ones(1, device="cuda").sum().item()  # a context
-    reset = reset_persisting_l2(torch.cuda.current_stream().cuda_stream)
-    assert reset.lines_reset and reset.limit_zeroed, reset.describe()
-    assert reset.persisting_limit_bytes == 0, reset.describe()
+    reset_persisting_l2(torch.cuda.current_stream().cuda_stream)
+    # the limit before a reset is the driver's default (non-zero on an H200) or what was set;
+    # after one, a second reset finds it at zero
+    again = reset_persisting_l2(torch.cuda.current_stream().cuda_stream)
+    assert again.lines_reset and again.limit_zeroed, again.describe()
+    assert again.persisting_limit_bytes == 0, again.describe()

@@ -49,7 +49,7 @@ PROBLEMS = FIXTURES / "problems"
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 def test_on_a_gpu_sampled_timed_calls_are_checked_and_the_l2_state_is_reset():
-    result = evaluate(PROBLEMS / "relu_kernelbench.py", CANDIDATES / "relu_kernelbench_solution.py",
+    result = evaluate(PROBLEMS / "relu_midsize.py", CANDIDATES / "relu_kernelbench_solution.py",
                       EvalOptions(device="cuda", n_seeds=1, small_sizes=True, bench=True, timeout_s=600))
     assert result.passed, result.reason
     timing = result.stage("timing")
