@@ -75,6 +75,17 @@ and the reference answers the new question.
                         hence its edge at -5, where fp16 arithmetic keeps 1 + exp(x) to
                         ~7% only. A tensor with no negative value (a variance, ``rstd``) is
                         left as it is.
+``near_negative``       the same move to ``-NEAR_TAIL_EDGE`` (10, fp32 and fp64 only; other
+                        dtypes are left as they are): the band a piecewise softplus leaves
+                        to ``log(1 + exp(x))`` between its ``exp(x)`` branch (below about
+                        -15) and zero. There one fp32 rounding of ``1 + exp(x)`` (up to 6e-8
+                        against ``exp(-10)`` = 4.5e-5) is already ten times fp32's
+                        tolerance, while at -20 such a kernel is in its exact branch.
+                        Unlike ``far_negative`` it moves a never-negative tensor too (a
+                        KernelBench file's ``torch.rand`` activations); a reference taken out
+                        of its domain there (NaN) skips the trial. A bf16
+                        or fp16 tolerance forgives that rounding, so those dtypes keep only
+                        the far edge.
 ``far_positive``        the mirror: the smallest finite value moved to ``+FAR_TAIL_EDGE``. A
                         log-sigmoid written ``log(sigmoid(x))`` or ``-log(1 + exp(-x))``
                         returns 0 where the answer is ``-exp(-x)``. A tensor with no positive
@@ -95,7 +106,7 @@ Every other distribution is an element-wise, i.i.d. transform; ``sparse_spikes``
 for cheats that only i.i.d. data hides: on i.i.d. rows part of a row estimates the
 whole, and every row's statistic is about the same.
 
-``mean_shift``, ``wide_range``, ``far_negative``, ``far_positive``, ``sparse_spikes`` and
+``mean_shift``, ``wide_range``, ``far_negative``, ``near_negative``, ``far_positive``, ``sparse_spikes`` and
 ``row_scales`` change a problem's conditioning, not only its data (a GELU of values
 below -20 is smaller than fp32 can hold; a spike can dominate a sum), so they are judged
 only where the problem's own reference, run in its own dtypes, still meets the verifier's
@@ -160,19 +171,23 @@ FAR_TAIL_EDGE: dict[torch.dtype, float] = {
     torch.float64: 20.0, torch.float32: 20.0, torch.float16: 5.0, torch.bfloat16: 20.0,
 }
 
+#: ``near_negative``: where the tensor's largest value goes, for the dtypes whose tolerance
+#: sees one rounding of ``1 + exp(x)`` there (see the docstring); other dtypes stay as drawn.
+NEAR_TAIL_EDGE: dict[torch.dtype, float] = {torch.float64: 10.0, torch.float32: 10.0}
+
 #: The structured distributions (:mod:`kgen.evals.problem.structured_inputs`).
 STRUCTURED = ("sparse_spikes", "row_scales")
 #: Run for every problem.
 ALWAYS = (
     "normal", "uniform", "large", "small", "accumulation_probe", "mean_shift", "wide_range",
-    "far_negative", "far_positive", *STRUCTURED,
+    "far_negative", "near_negative", "far_positive", *STRUCTURED,
 )
 #: Distributions judged only where the problem's reference in its own dtypes passes on them.
-SELF_CHECKED = frozenset({"mean_shift", "wide_range", "far_negative", "far_positive", *STRUCTURED})
+SELF_CHECKED = frozenset({"mean_shift", "wide_range", "far_negative", "near_negative", "far_positive", *STRUCTURED})
 #: Distributions applied to the largest floating input only (the activations): moving every
 #: input at once compounds (a gradient times a scaled input times a scaled weight overflows
 #: any dtype), while one moved tensor is what a residual stream or an outlier layer gives.
-LARGEST_ONLY = frozenset({"mean_shift", "wide_range", "far_negative", "far_positive", *STRUCTURED})
+LARGEST_ONLY = frozenset({"mean_shift", "wide_range", "far_negative", "near_negative", "far_positive", *STRUCTURED})
 #: Run whenever some input is an integer tensor (ids, targets, indices).
 FOR_INTEGER_INPUTS = ("zipf_ids", "repeated_id")
 KNOWN_DISTRIBUTIONS = ALWAYS + FOR_INTEGER_INPUTS
@@ -287,6 +302,13 @@ def vanishes(ref64: torch.Tensor) -> bool:
         return False
     finite = ref64[torch.isfinite(ref64)]
     return finite.numel() > 0 and not bool(finite.any())
+
+
+def undefined(ref64: torch.Tensor) -> bool:
+    """Whether a floating fp64 reference output holds a NaN: a self-checked distribution that
+    moved a never-negative input below zero (``near_negative``) took an op out of its domain
+    (a log, a square root of a variance), and there is nothing to judge."""
+    return ref64.is_floating_point() and bool(torch.isnan(ref64).any())
 
 
 # -- transforms ------------------------------------------------------------------------------
@@ -432,18 +454,23 @@ def _wide_range(x: Any, generator: torch.Generator) -> Any:
     return _like(x, x.detach().to(torch.float64) * factor)
 
 
-def _far_tail(sign: float) -> Callable[[Any, torch.Generator], Any]:
+def _far_tail(sign: float, edges: dict[torch.dtype, float] | None = None) -> Callable[[Any, torch.Generator], Any]:
     """``far_negative`` (``sign`` -1) or ``far_positive`` (+1): the tensor's edge on that side
-    moved to ``sign * FAR_TAIL_EDGE``, every value by the same amount."""
+    moved to ``sign * FAR_TAIL_EDGE``, every value by the same amount; with ``edges``, to those
+    distances instead, a dtype they do not name left as it is, and a tensor never on that side
+    moved too (``near_negative``: KernelBench's activations are ``torch.rand``, never negative;
+    where that takes the reference out of its domain, its NaNs skip the trial, :func:`undefined`)."""
 
     def move(x: Any, generator: torch.Generator) -> Any:
         if not _is_float_tensor(x):
             return x
         values = x.detach().to(torch.float64)
         finite = values[torch.isfinite(values)]
-        if finite.numel() == 0 or not bool((finite * sign > 0).any()):
+        if finite.numel() == 0 or (edges is None and not bool((finite * sign > 0).any())):
             return x  # a tensor that is never on that side stays in its domain
-        edge = sign * FAR_TAIL_EDGE.get(x.dtype, FAR_TAIL_EDGE[torch.bfloat16])
+        if edges is not None and x.dtype not in edges:
+            return x
+        edge = sign * (edges[x.dtype] if edges is not None else FAR_TAIL_EDGE.get(x.dtype, FAR_TAIL_EDGE[torch.bfloat16]))
         nearest = finite.max() if sign < 0 else finite.min()
         return _like(x, values + (edge - nearest.item()))
 
@@ -485,6 +512,7 @@ _TRANSFORMS: dict[str, Callable[[Any, torch.Generator], Any]] = {
     "mean_shift": _mean_shift,
     "wide_range": _wide_range,
     "far_negative": _far_tail(-1.0),
+    "near_negative": _far_tail(-1.0, NEAR_TAIL_EDGE),
     "far_positive": _far_tail(1.0),
     "sparse_spikes": _sparse_spikes,
     "row_scales": _row_scales,

@@ -25,6 +25,7 @@ from kgen.evals.problem.input_distributions import (
     SELF_CHECKED,
     distributions_for,
     representable,
+    undefined,
     vanishes,
 )
 from kgen.evals.verdict import Rejected, RejectionClass, SkipTrial, Trial
@@ -71,7 +72,7 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
     native, ref64 = references(ctx, reference, inputs)
     unrepresentable = [
         i for i, (r64, rn) in enumerate(zip(ref64, native, strict=True))
-        if not representable(r64, rn.dtype) or (distribution in SELF_CHECKED and vanishes(r64))
+        if not representable(r64, rn.dtype) or (distribution in SELF_CHECKED and (vanishes(r64) or undefined(r64)))
     ]
     if not unrepresentable and (distribution in SELF_CHECKED or generated):
         # A distribution or made-up size set that changes the problem's conditioning (a norm

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 #: Distribution names shortened in the trials table, so its columns fit an 80-column terminal.
 _SHORT_DISTRIBUTION = {
-    "accumulation_probe": "accum_probe", "sparse_spikes": "spikes", "far_negative": "far_neg", "far_positive": "far_pos",
+    "accumulation_probe": "accum_probe", "sparse_spikes": "spikes", "far_negative": "far_neg", "near_negative": "near_neg", "far_positive": "far_pos",
 }
 
 _STATUS_STYLE = {
