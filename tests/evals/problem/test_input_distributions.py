@@ -17,6 +17,7 @@ from kgen.evals.problem.input_distributions import (
     distribution_generator,
     distributions_for,
     representable,
+    undefined,
     vanishes,
 )
 
@@ -53,7 +54,7 @@ def test_every_problem_gets_scale_and_shape_stress():
     floats_only = [torch.randn(4, 4)]
     assert distributions_for(_info(), floats_only) == [
         "normal", "uniform", "large", "small", "accumulation_probe", "mean_shift", "wide_range",
-        "far_negative", "far_positive", "sparse_spikes", "row_scales",
+        "far_negative", "near_negative", "far_positive", "sparse_spikes", "row_scales",
     ]
 
 
@@ -119,7 +120,7 @@ def test_same_seed_same_inputs_other_seed_other_inputs(name):
     a = apply_distribution(name, inputs, distribution_generator(7, name))
     b = apply_distribution(name, inputs, distribution_generator(7, name))
     assert all(torch.equal(x, y) for x, y in zip(a[:3], b[:3], strict=True))
-    if name not in ("large", "small", "wide_range", "far_negative", "far_positive"):  # deterministic moves
+    if name not in ("large", "small", "wide_range", "far_negative", "near_negative", "far_positive"):  # deterministic moves
         c = apply_distribution(name, inputs, distribution_generator(8, name))
         assert not all(torch.equal(x, y) for x, y in zip(a[:3], c[:3], strict=True))
 
@@ -323,3 +324,24 @@ def test_the_softcap_is_only_visible_on_large_inputs():
         _, (ref,) = _references(model, [logits])
         verdicts[name] = compare_output(0, logits.clone(), ref).passed  # "kernel" = identity
     assert verdicts == {"normal": True, "large": False}
+
+
+def test_near_negative_moves_fp32_activations_of_either_sign_and_leaves_other_dtypes():
+    """KernelBench's activations are often ``torch.rand`` (never negative): near_negative moves
+    them anyway, to just below -10, where a piecewise softplus's log(1 + exp(x)) band is wrong in
+    fp32; a bf16 tensor, whose tolerance forgives that rounding, is left as drawn."""
+    g = _gen(3)
+    uniform = torch.rand(32, 64, generator=g)
+    moved = apply_distribution("near_negative", [uniform], distribution_generator(1, "near_negative"))[0]
+    assert moved.max().item() == pytest.approx(-10.0) and moved.min().item() > -11.0
+    naive = torch.log(1.0 + torch.exp(moved))  # fp32 throughout, as a kernel without log1p computes it
+    exact = torch.nn.functional.softplus(moved.double())
+    assert ((naive.double() - exact).norm() / exact.norm()).item() > 1e-3  # ten times fp32's tolerance
+    bf16 = torch.randn(8, 8, generator=g).to(torch.bfloat16)
+    assert torch.equal(apply_distribution("near_negative", [bf16], distribution_generator(1, "near_negative"))[0], bf16)
+
+
+def test_a_reference_taken_out_of_its_domain_is_undefined_not_wrong():
+    assert undefined(torch.tensor([1.0, float("nan")], dtype=torch.float64))
+    assert not undefined(torch.tensor([1.0, float("-inf")], dtype=torch.float64))
+    assert not undefined(torch.tensor([1, 2]))
