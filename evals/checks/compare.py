@@ -278,6 +278,17 @@ def compare_output(
     )
 
 
+def outputs_failure(
+    outputs: Sequence[Any], ref64: Sequence[Any], precision: Precision = Precision.IEEE
+) -> ComparisonFailure | None:
+    """The rejection a call's outputs add up to against the fp64 reference (``ref64``, one per
+    output), or None if every output passes: the one comparison of a whole call that the call
+    sequence, the timed calls, the race check and the diagnoses all make."""
+    return failure_of([
+        compare_output(i, out, ref, precision=precision) for i, (out, ref) in enumerate(zip(outputs, ref64, strict=True))
+    ])
+
+
 def failure_of(comparisons: Sequence[OutputComparison]) -> ComparisonFailure | None:
     """The rejection these comparisons add up to, or None if all passed."""
     failed = [c for c in comparisons if not c.passed]

@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 
 from kgen.evals.checks.candidate_call import aliased_outputs, clone_value, same_outputs, same_values
 from kgen.evals.checks.clock import shifted_clock
-from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
+from kgen.evals.checks.compare import ComparisonFailure, check_structure, outputs_failure
 from kgen.evals.checks.kept_outputs import KeptOutputs
 from kgen.evals.checks.module_state import (
     changed_state,
@@ -165,9 +165,7 @@ def run_call_sequence(ctx: VerifierContext, problem: Any, seed: int) -> Sequence
             check_structure(outputs, native)
         except ComparisonFailure as exc:
             raise Rejected(exc.rejection, f"{exc} ({what})") from exc
-        failure = failure_of([
-            compare_output(i, o, r, precision=ctx.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
-        ])
+        failure = outputs_failure(outputs, ref64, ctx.precision)
         if failure is not None:
             if name.startswith("clock") and _wrong_without_the_clock(ctx, candidate, saved, native, ref64, what):
                 name = "plain"  # wrong unwatched whatever the clock says: it tells watched calls apart
@@ -258,9 +256,7 @@ def _wrong_without_the_clock(
         check_structure(outputs, native)
     except ComparisonFailure:
         return True
-    return failure_of([
-        compare_output(i, o, r, precision=ctx.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
-    ]) is not None
+    return outputs_failure(outputs, ref64, ctx.precision) is not None
 
 
 def _name(step: str, failure: Any, what: str) -> tuple[RejectionClass, str]:

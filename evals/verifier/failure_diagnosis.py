@@ -18,7 +18,7 @@ from kgen.evals.checks.candidate_call import same_values
 from kgen.evals.checks.compare import (
     ComparisonFailure,
     compare_output,
-    failure_of,
+    outputs_failure,
     outside_tolerance,
 )
 from kgen.evals.checks.error_shape import (
@@ -133,7 +133,7 @@ def plain_call_matches(
             return False
         evaluated = copy.deepcopy(reference).eval()
         _, eval64 = references(ctx, evaluated, inputs)
-        if failure_of([compare_output(i, e, r) for i, (e, r) in enumerate(zip(eval64, ref64, strict=True))]) is None:
+        if outputs_failure(eval64, ref64) is None:
             return False  # the mode changes nothing here: no diagnosis in it
         ref64 = eval64
     try:
@@ -143,9 +143,7 @@ def plain_call_matches(
         return False
     if len(outputs) != len(ref64) or not all(isinstance(o, ctx.torch.Tensor) for o in outputs):
         return False
-    return failure_of(
-        [compare_output(i, o, r, precision=ctx.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))]
-    ) is None
+    return outputs_failure(outputs, ref64, ctx.precision) is None
 
 
 def name_failure(ctx: VerifierContext, failure, trial: Trial, outputs: list[Any], what: str) -> tuple[RejectionClass, str]:

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
+from kgen.evals.checks.compare import ComparisonFailure, check_structure, outputs_failure
 from kgen.evals.problem.format import flatten_outputs, sizes_text
 from kgen.evals.problem.layout import copy_inputs
 from kgen.evals.verdict import Rejected, RejectionClass
@@ -137,10 +137,8 @@ def _failure(ctx: VerifierContext, outputs: list[Any], expected: list[Any], nati
         check_structure(outputs, native)
     except ComparisonFailure as exc:
         return exc
-    return failure_of([
-        compare_output(i, o, e.to(torch.float64) if isinstance(e, torch.Tensor) else e, precision=ctx.precision)
-        for i, (o, e) in enumerate(zip(outputs, expected, strict=True))
-    ])
+    return outputs_failure(outputs, [e.to(torch.float64) if isinstance(e, torch.Tensor) else e for e in expected],
+                           ctx.precision)
 
 
 def run_race_check(ctx: VerifierContext, problem: Any, seed: int) -> RaceCheck:

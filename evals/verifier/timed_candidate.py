@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
+from kgen.evals.checks.compare import ComparisonFailure, check_structure, outputs_failure
 from kgen.evals.problem.format import flatten_outputs
 from kgen.evals.problem.memory_plan import ReferencePlacement
 from kgen.evals.timing.timed_samples import SAMPLED_CALLS, TimedSample, TimedSampler
@@ -69,9 +69,7 @@ def _judge(ctx: VerifierContext, reference: Any, inputs: Sequence[Any], outputs:
         check_structure(outputs, native)
     except ComparisonFailure as exc:
         raise Rejected(RejectionClass.STALE_OUTPUT, f"{what} returned outputs of another structure: {exc}") from exc
-    failure = failure_of([
-        compare_output(i, o, r, precision=ctx.precision) for i, (o, r) in enumerate(zip(outputs, ref64, strict=True))
-    ])
+    failure = outputs_failure(outputs, ref64, ctx.precision)
     if failure is not None:
         raise Rejected(
             RejectionClass.STALE_OUTPUT,
