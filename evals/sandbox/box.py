@@ -33,6 +33,7 @@ from typing import IO
 
 from pydantic import BaseModel
 
+from kgen.evals.sandbox import gpu_turns
 from kgen.evals.sandbox.lifecycle import (
     PARENT_PID_ENV,
     die_with_parent,
@@ -79,6 +80,9 @@ class SandboxOutcome(BaseModel):
     workdir: str
     #: the child was a spare started ahead of need (its imports were done before the request)
     prestarted: bool = False
+    #: seconds of ``seconds`` the child spent stopped for other verifiers' turns on the GPU
+    #: or waiting for its own (``gpu_turns.py``): not counted against its time limit
+    paused_s: float = 0.0
     #: kgen ended the child itself because kgen was stopping (a signal to kgen, its exit):
     #: the child's death says nothing about the candidate
     stopped_by: str | None = None
@@ -186,11 +190,15 @@ def run_python_module(
     extra_env: Mapping[str, str] | None = None,
     workdir: Path | None = None,
     spare: Spare | None = None,
+    turn_dir: Path | None = None,
 ) -> SandboxOutcome:
     """Run ``python -m module args...`` in the box and wait for it (or kill it).
 
     ``spare``: a child of the same kind already started in ``workdir`` (``worker_pool.take``);
-    it is handed ``args`` instead of starting a cold one, unless it has died meanwhile."""
+    it is handed ``args`` instead of starting a cold one, unless it has died meanwhile.
+    ``turn_dir``: where the child asks for turns alone on the GPU (``gpu_turns.py``); the
+    seconds it spends stopped for others' turns or waiting for its own are not counted
+    against ``limits.timeout_s``."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="kgen-box-"))
     start = time.monotonic()
     proc = spare.hand_over(args) if spare is not None and spare.box == workdir else None
@@ -201,14 +209,16 @@ def run_python_module(
         if spare is not None:
             spare.discard(remove_dir=False)  # its box is this run's box: the cold child reuses it
         proc, network_isolated = start_boxed(module, args, limits, workdir, extra_env)
-    timed_out = False
+    watch = gpu_turns.watch_turn(turn_dir, proc.pid)
     try:
-        proc.wait(timeout=limits.timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = _wait(proc, limits.timeout_s, start, watch)
     finally:
         # after a timeout, an exit (its children left behind) or an interrupt of kgen itself
+        if watch is not None:
+            watch.release()
         kill_group(proc)
+        excluded = watch.excluded_seconds() if watch is not None else gpu_turns.paused_seconds(proc.pid)
+        gpu_turns.forget(proc.pid)
     raise_if_ending()  # a child cut short by kgen's own stop is no verdict on the candidate
     stopped = stopped_by(proc.pid) if proc.returncode == -signal.SIGKILL else None  # else it ended first
     stdout_tail, stdout_bytes = _tail(workdir / "stdout.txt", limits.output_tail_bytes)
@@ -222,11 +232,37 @@ def run_python_module(
         stdout_bytes=stdout_bytes,
         stderr_bytes=stderr_bytes,
         seconds=time.monotonic() - start,
+        paused_s=round(excluded, 3),
         network_isolated=network_isolated,
         workdir=str(workdir),
         prestarted=prestarted,
         stopped_by=stopped,
     )
+
+
+#: How often the parent looks at a child that may ask for a turn on the GPU...
+TURN_POLL_S = 0.005
+#: ...and at one that may not (only to see whether its time limit, less its pauses, ran out).
+IDLE_POLL_S = 0.05
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, start: float, watch: gpu_turns.TurnWatch | None) -> bool:
+    """Wait for the child to end; True when its time limit ran out first. The limit counts
+    only the seconds the child could run: not those it was stopped for another verifier's
+    turn on the GPU, nor those it waited for its own (``gpu_turns.py``)."""
+    poll_s = TURN_POLL_S if watch is not None else IDLE_POLL_S
+    while True:
+        try:
+            proc.wait(timeout=poll_s)
+            if watch is not None:
+                watch.poll(alive=False)
+            return False
+        except subprocess.TimeoutExpired:
+            if watch is not None:
+                watch.poll(alive=True)
+        excluded = watch.excluded_seconds() if watch is not None else gpu_turns.paused_seconds(proc.pid)
+        if time.monotonic() - start - excluded > timeout_s:
+            return True
 
 
 def kill_group(proc: subprocess.Popen) -> None:
