@@ -1,21 +1,17 @@
-"""A batch of candidates for one problem: verified in parallel, then timed one at a time.
+"""A batch of candidates for one problem: verified side by side, each timed alone on the GPU.
 
 A search evaluates many candidates, and most of an evaluation is not timing: starting the
 verifier, compiling the kernels, the correctness trials. Those can share the GPU (nothing
-they measure depends on being alone), timing cannot. So a batch runs in two phases:
+they measure depends on being alone), timing cannot. So a batch runs up to ``workers``
+verifiers at once, each a complete evaluation of one candidate in its own process, and each
+verifier, once its candidate is verified, asks for a **turn** alone on the GPU
+(``evals/sandbox/gpu_turns.py``): kgen stops every other verifier (SIGSTOP, the whole process
+group) for as long as the candidate is timed, then lets them go on. The timing is done in the
+process that verified the candidate, with its kernels loaded and compiled: no second process,
+no second load. Turns are granted one at a time in the order they are asked for, so a
+candidate that is slow to verify, or hangs until its time limit, delays no other's timing.
 
-1. **verification**, every candidate in its own verifier process, up to ``workers`` at once
-   (``bench`` off: correctness, compilation for the targets, all the usual checks);
-2. **timing**, each candidate that passed, in a fresh verifier process of its own
-   (``timing_only``: the static rules and loading again, then the timing, whose last timed
-   call is compared with the fp64 reference once more), one after another, with nothing else
-   of the batch running: the verification phase is over, and the spares that will run the
-   timings were started during it and have finished starting (``worker_pool.wait_ready``).
-
-The two results are merged into one :class:`EvalResult`, as a single evaluation with
-``bench`` would have produced: the timing stage and figures added, a timing rejection
-(deferred work, a timer attack, a wrong timed output) or an inconclusive timing becoming the
-verdict. A batch of one, a CPU run, or a run without ``bench`` is just :func:`evaluate` per
+A batch of one, a CPU run, or a run without ``bench`` is just :func:`evaluate` per
 candidate, in order.
 """
 
@@ -32,34 +28,15 @@ from kgen.evals.harness import EvalOptions, _child_spec, evaluate
 from kgen.evals.result import EvalResult
 from kgen.evals.sandbox import worker_pool
 
-#: How long the timing phase waits for its spares to finish starting before timing anyway
-#: (a spare still starting would then run beside a timing: cold children are used instead).
-SPARES_READY_WAIT_S = 60.0
-
 
 def default_workers(device: Device) -> int:
-    """Verifier processes at once in the verification phase: on a GPU, one per three host
-    cores (each compiles kernels and runs Python checks, and spares start beside them), at
-    most 6; on the CPU one (the interpreter is the work, and parallel runs would only share
-    the cores)."""
+    """Verifiers at once: on a GPU, one per two host cores (each compiles kernels and runs
+    Python checks; those waiting for a turn, or stopped during another's, use none), at most
+    :data:`worker_pool.MAX_PER_KIND` (the spares kept for them); on the CPU one (the
+    interpreter is the work, and parallel runs would only share the cores)."""
     if not device.is_gpu:
         return 1
-    return max(1, min(6, (os.cpu_count() or 3) // 3))
-
-
-def merge_timing(verified: EvalResult, timed: EvalResult) -> EvalResult:
-    """``verified`` with ``timed``'s timing stage and figures; a timing that rejected the
-    candidate or could not finish decides the verdict, as it would in one evaluation."""
-    merged = verified.model_copy(deep=True)
-    merged.stages += [stage for stage in timed.stages if stage.name == "timing"]
-    merged.bench = timed.bench
-    merged.seconds = verified.seconds + timed.seconds
-    if timed.memory is not None and merged.memory is not None:
-        merged.memory.stage_peaks.update({k: v for k, v in timed.memory.stage_peaks.items() if k == "timing"})
-    if not timed.passed:
-        merged.verdict, merged.rejection, merged.inconclusive = timed.verdict, timed.rejection, timed.inconclusive
-        merged.reason = f"verified, then timed in a second verifier: {timed.reason}"
-    return merged
+    return max(1, min(worker_pool.MAX_PER_KIND, (os.cpu_count() or 2) // 2))
 
 
 def evaluate_batch(
@@ -70,80 +47,49 @@ def evaluate_batch(
     workers: int | None = None,
     on_result: Callable[[int, EvalResult], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
-    two_phase: bool | None = None,
+    side_by_side: bool | None = None,
     stop: Callable[[], bool] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> list[EvalResult]:
     """Every candidate's result, in the order given. ``on_result(index, result)`` hears each
-    final result as soon as it is known (verification failures during the first phase, timed
-    ones during the second), so a caller can save it before the batch ends. Usage errors
-    (unknown problem, missing file) raise as :func:`evaluate` raises them.
+    result as soon as it is known, so a caller can save it before the batch ends. Usage
+    errors (unknown problem, missing file) raise as :func:`evaluate` raises them.
 
-    ``two_phase``: None decides (two phases for two or more candidates timed on a GPU); True
-    forces them anywhere (on the CPU the timing stage says it needs a GPU: for tests).
-    ``stop()`` is asked before each evaluation starts (a run's time limit): once it says yes,
-    no more start, and the candidates not evaluated are left out of the list returned.
-    ``on_start(index)`` hears each verification (or, one by one, each evaluation) begin.
+    ``side_by_side``: None decides (side by side, with turns, for two or more candidates timed
+    on a GPU); True forces it anywhere (on the CPU the timing stage says it needs a GPU and no
+    turn is asked for: for tests). ``stop()`` is asked before each evaluation starts (a run's
+    time limit): once it says yes, no more start, and the candidates not evaluated are left
+    out of the list returned. ``on_start(index)`` hears each evaluation begin.
     """
     stop = stop or (lambda: False)
     on_start = on_start or (lambda index: None)
     device = resolve_device(options.device)
     options = options.model_copy(update={"device": device})  # resolved once for the whole batch
-    if two_phase is None:
-        two_phase = options.bench and len(candidates) >= 2 and device.is_gpu
-    if not two_phase:
+    if side_by_side is None:
+        side_by_side = options.bench and len(candidates) >= 2 and device.is_gpu
+    if not side_by_side:
         return _one_by_one(problem, candidates, options, on_result, stop, on_start)
-    workers = workers or default_workers(device)
-    spec = _child_spec(options, device)
+    workers = min(workers or default_workers(device), len(candidates))
     results: list[EvalResult | None] = [None] * len(candidates)
     lock = threading.Lock()
-    verify = options.model_copy(update={"bench": False, "prestart": True})
-
-    # Spares for the first verifications start now; those for the timings when the last
-    # verifications start, so they start up beside that wave (nothing is timed yet) rather
-    # than all at once beside the first, whose start-up they would slow.
-    worker_pool.prestart(spec, count=min(workers, len(candidates)))
+    shared = options.model_copy(update={"gpu_turns": True, "prestart": True})
+    worker_pool.prestart(_child_spec(options, device), count=workers)
     if on_phase is not None:
-        on_phase(f"verifying {len(candidates)} candidate(s), {workers} at a time")
-    started: list[int] = []
+        on_phase(f"evaluating {len(candidates)} candidate(s), {workers} at a time, each timed alone on the GPU")
 
-    def verify_one(index: int) -> EvalResult | None:
+    def evaluate_one(index: int) -> None:
         if stop():
-            return None
+            return
         on_start(index)
+        result = evaluate(problem, candidates[index], shared)
         with lock:
-            started.append(index)
-            last_wave = len(started) == max(1, len(candidates) - workers + 1)
-        if last_wave:
-            worker_pool.prestart(spec, count=min(len(candidates), worker_pool.MAX_PER_KIND))
-        result = evaluate(problem, candidates[index], verify)
-        if not result.passed:
-            with lock:
-                results[index] = result
-            if on_result is not None:
-                on_result(index, result)
-        return result
+            results[index] = result
+        if on_result is not None:
+            on_result(index, result)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kgen-verify") as pool:
-        verified = list(pool.map(verify_one, range(len(candidates))))
-
-    passed = [i for i, r in enumerate(verified) if r is not None and r.passed]
-    # as many spares as there are timings to run (no idle CUDA contexts kept beyond that),
-    # each done starting before the first timing
-    worker_pool.trim(spec, keep=min(len(passed), worker_pool.MAX_PER_KIND))
-    if passed:
-        worker_pool.prestart(spec, count=min(len(passed), worker_pool.MAX_PER_KIND))
-        worker_pool.wait_ready(spec, SPARES_READY_WAIT_S)
-        if on_phase is not None:
-            on_phase(f"timing {len(passed)} verified candidate(s), one at a time")
-    timing = options.model_copy(update={"timing_only": True, "prestart": True})
-    for index in passed:
-        if stop():
-            break
-        timed = evaluate(problem, candidates[index], timing)
-        results[index] = merge_timing(verified[index], timed)
-        if on_result is not None:
-            on_result(index, results[index])
+        for future in [pool.submit(evaluate_one, index) for index in range(len(candidates))]:
+            future.result()  # a usage error raises here, as it would one by one
     return [r for r in results if r is not None]
 
 
@@ -158,4 +104,3 @@ def _one_by_one(problem, candidates, options, on_result, stop, on_start) -> list
         if on_result is not None:
             on_result(index, result)
     return results
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -38,7 +38,6 @@ from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, S
 from kgen.evals.verifier.messages import (
     HEARTBEAT_FILE,
     STAGES,
-    TIMING_ONLY_STAGES,
     ChildReport,
     ChildRequest,
 )
@@ -73,9 +72,9 @@ class EvalOptions(BaseModel):
     #: keep a verifier started ahead for the next evaluation (``worker_pool.py``): for callers
     #: that evaluate one candidate after another (the agent, ``kgen bench``)
     prestart: bool = False
-    #: static checks, loading and timing only, for a candidate another verifier process has
-    #: verified (``evals/batch.py``); needs ``bench``
-    timing_only: bool = False
+    #: the verifier asks for a turn alone on the GPU before it times the candidate, and shares
+    #: the GPU with the other verifiers of a batch until then (``evals/sandbox/gpu_turns.py``)
+    gpu_turns: bool = False
     #: policy overrides (``evals/problem/policies.py``); None: the problem's declaration, else the default
     precision: str | None = evaluation_field("precision")
     torch_ops: str | None = evaluation_field("torch_ops")
@@ -130,8 +129,7 @@ def evaluate(
     try:
         size_device = Device.CPU if options.small_sizes else device
         plan = verification_size_plan(info, size_device)
-        if not options.timing_only:
-            plan += _threshold_sets(info, plan, candidate_path, size_device)
+        plan += _threshold_sets(info, plan, candidate_path, size_device)
         # The candidate may write only inside box/; the request and the report live beside it.
         box = workdir / "box"
         box.mkdir(exist_ok=True)  # a spare's box exists already: it is the spare's HOME
@@ -149,7 +147,7 @@ def evaluate(
             size_set_notes={i: size_set.note for i, size_set in enumerate(plan) if size_set.note},
             probe_sizes=_probe_sizes(info, plan[0].sizes, size_device),
             distributions=options.distributions,
-            argument_variations=[] if options.timing_only else argument_plan(info, plan[0].sizes),
+            argument_variations=argument_plan(info, plan[0].sizes),
             targets=targets,
             also_compile_for=also_compile_for,
             compile_sizes=dict(info.sizes) if targets or also_compile_for else None,
@@ -160,7 +158,7 @@ def evaluate(
             policies=policies,
             reference_self_test=options.reference_self_test,
             baseline_cache_dir=options.baseline_cache_dir,
-            timing_only=options.timing_only,
+            turn_dir=str(workdir) if options.gpu_turns else None,
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
         request_path.write_text(request.model_dump_json())
@@ -177,6 +175,7 @@ def evaluate(
             extra_env=spec.extra_env,
             workdir=box,
             spare=spare,
+            turn_dir=workdir if options.gpu_turns else None,
         )
         report = _read_report(report_path)
         heartbeat_age = _age_s(workdir / HEARTBEAT_FILE)
@@ -200,8 +199,7 @@ def evaluate(
         prestarted=outcome.prestarted,
         **report.evidence(),  # the verdict is decided below, from the report and the child's exit
     )
-    _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age,
-                   TIMING_ONLY_STAGES if options.timing_only else STAGES)
+    _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age)
     result.seconds = time.monotonic() - started
     return result
 
@@ -258,11 +256,10 @@ def _age_s(path: Path) -> float | None:
 
 def _apply_outcome(
     result: EvalResult, report: ChildReport, outcome: SandboxOutcome, timeout_s: float,
-    heartbeat_age_s: float | None = None, stages: Sequence[str] = STAGES,
+    heartbeat_age_s: float | None = None,
 ) -> None:
     """``heartbeat_age_s``: how long before the end the backend last saw kernel work advance
-    (a CPU run's heartbeat), which tells a slow kernel from a hung one at a timeout;
-    ``stages``: the ones the child was to run, in order."""
+    (a CPU run's heartbeat), which tells a slow kernel from a hung one at a timeout."""
     flooded = max(outcome.stdout_bytes, outcome.stderr_bytes) > OUTPUT_LIMIT_BYTES
     if flooded or outcome.signal_name == "SIGXFSZ":
         result.verdict = Verdict.REJECTED
@@ -290,7 +287,7 @@ def _apply_outcome(
         return
     done = {s.name for s in report.stages}
     # A killed child was in the first stage it had not finished.
-    stage = next((name for name in stages if name not in done), stages[-1])
+    stage = next((name for name in STAGES if name not in done), STAGES[-1])
     passed = [t for t in report.trials if t.passed]
     advancing = heartbeat_age_s is not None and heartbeat_age_s <= PROGRESS_WINDOW_S
     if outcome.timed_out and not result.device.is_gpu and (advancing or (passed and not _looks_hung(report, timeout_s))):

@@ -11,8 +11,8 @@ options the agent's loop uses on a GPU (``kgen.agent.search.graph.agent_eval_opt
 plus timing at the default sizes, warm verifiers started ahead, baselines kept in the run
 directory). Modes:
 
-* ``batch``: as the agent does (``evals/batch.py``): verified in parallel, then timed one at a
-  time in fresh verifiers, alone on the GPU;
+* ``batch``: as the agent does (``evals/batch.py``): verified side by side, each timed alone on
+  the GPU by the verifier that verified it (``evals/sandbox/gpu_turns.py``);
 * ``one_by_one``: one complete evaluation after another, as before the batch existed.
 
 Each mode starts with a fresh run directory (its first candidate times the baselines, the
@@ -96,7 +96,7 @@ def run_mode(problem: str, paths: list[Path], mode: str, run_dir: Path, json_dir
             (json_dir / f"{mode}_{paths[index].stem}.json").write_text(result.model_dump_json(indent=1))
 
     started = time.monotonic()
-    results = evaluate_batch(problem, paths, options, on_result=heard, two_phase=mode == "batch",
+    results = evaluate_batch(problem, paths, options, on_result=heard, side_by_side=mode == "batch",
                              on_phase=lambda line: print(f"  {mode:10s} {line}", flush=True))
     wall = time.monotonic() - started
     return Row(

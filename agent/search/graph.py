@@ -10,8 +10,9 @@ nor re-runs a finished evaluation, even if it was killed inside a step.
 
 Candidates are produced in parallel (``Send`` per task: model calls overlap) and
 evaluated as one batch per target (``evals/batch.py``): on a GPU verified several at a
-time, then timed one at a time, because timings taken while another kernel runs on the
-same GPU would be wrong; on a CPU one after another. The report step is the caller's
+time, each timed alone on the GPU (the others stopped meanwhile) by the process that
+verified it, because timings taken while another kernel runs on the same GPU would be
+wrong; on a CPU one after another. The report step is the caller's
 (``build_graph``'s ``report``): the run's outputs are the runs room's, above this one.
 """
 
@@ -397,8 +398,8 @@ class Runner:
         return self.run.load_eval(candidate_id, name)
 
     def evaluate(self, state: RunState) -> dict:
-        """Every pending candidate, as one batch (``evals/batch.py``: on a GPU verified in
-        parallel, then timed one at a time); each result is saved the moment it is known."""
+        """Every pending candidate, as one batch (``evals/batch.py``: on a GPU verified side by
+        side, each timed alone on the GPU by the verifier that verified it); each result is saved the moment it is known."""
 
         updates: dict[str, CandidateRecord] = {}
         pending = sorted((r for r in state.records if r.status == "pending"), key=lambda r: r.id)

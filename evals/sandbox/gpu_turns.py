@@ -78,8 +78,9 @@ def await_turn(turn_dir: str | None) -> float:
 
 
 def end_turn(turn_dir: str | None) -> None:
-    """Give the GPU back to the others (before writing the report: nothing left to time)."""
-    if turn_dir:
+    """Give the GPU back to the others (before writing the report: nothing left to time);
+    nothing to do when no turn was granted."""
+    if turn_dir and (Path(turn_dir) / GRANTED_FILE).exists():
         try:
             (Path(turn_dir) / DONE_FILE).write_text("")
         except OSError:

@@ -42,8 +42,7 @@ from kgen.evals.sandbox.scratch import new_workdir
 
 #: Kinds of spare kept at once (a kind is a :class:`WorkerSpec` key); a new kind ends the oldest.
 MAX_KINDS = 2
-#: Spares kept of one kind: a batch verified in parallel, then timed one at a time, uses as
-#: many as it has candidates to time (``evals/batch.py``).
+#: Spares kept of one kind: a batch uses one per verifier it runs at once (``evals/batch.py``).
 MAX_PER_KIND = 8
 #: The flag that makes the verifier child wait for its arguments on stdin.
 WAIT_FLAG = "--wait"

@@ -35,7 +35,7 @@ from kgen.evals.verifier.context import (
     save_report,
 )
 from kgen.evals.verifier.load_stage import LoadStage
-from kgen.evals.verifier.messages import TIMING_ONLY_STAGES, ChildReport, ChildRequest
+from kgen.evals.verifier.messages import ChildReport, ChildRequest
 from kgen.evals.verifier.static_stage import StaticStage
 from kgen.evals.verifier.timing_stage import TimingStage
 from kgen.evals.verifier.train_check_stage import TrainCheckStage
@@ -62,11 +62,9 @@ def verifier_stages(ctx: VerifierContext) -> list[Stage]:
 def run_stages(ctx: VerifierContext, stages: list[Stage]) -> None:
     """Each stage in turn until one stops the verification; its rejection or missing verdict
     is recorded on it (a numerical rejection in correctness still gets the training check,
-    when asked for). A timing-only verifier runs only ``TIMING_ONLY_STAGES``."""
+    when asked for)."""
 
     for stage in stages:
-        if ctx.request.timing_only and stage.name not in TIMING_ONLY_STAGES:
-            continue
         started = time.monotonic()
         try:
             stage.run(ctx)

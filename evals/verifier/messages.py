@@ -20,9 +20,6 @@ HEARTBEAT_FILE = "heartbeat"
 #: The stages the child runs, in order (``child.py`` builds them; a test holds the two together):
 #: the parent names the one a killed child was in by the first of these it has not finished.
 STAGES = ("static", "load", "correctness", "compile", "train_check", "timing")
-#: what a timing-only verifier runs: the same static rules and loading, then the timing (whose
-#: last timed call is compared with the fp64 reference again)
-TIMING_ONLY_STAGES = ("static", "load", "timing")
 
 
 class ChildRequest(BaseModel):
@@ -60,10 +57,10 @@ class ChildRequest(BaseModel):
     reference_self_test: bool = False
     #: a run's folder of baseline timings (``baseline_cache.py``); None: measure them here
     baseline_cache_dir: str | None = None
-    #: only the static checks, loading and timing: the candidate was verified by another
-    #: verifier process already (``evals/batch.py`` verifies a batch in parallel, then times
-    #: the passed ones one at a time, each alone on the GPU)
-    timing_only: bool = False
+    #: where this verifier asks kgen for a turn alone on the GPU before it times the candidate
+    #: (``evals/sandbox/gpu_turns.py``): verifiers of a batch share the GPU for their trials and
+    #: take turns to be timed; None: it runs by itself and times when it gets there
+    turn_dir: str | None = None
 
 
 class ChildReport(VerifierReport):

@@ -16,6 +16,7 @@ from kgen.backends.registry import backend_info
 from kgen.backends.targets import UnknownTargetError, resolve_target
 from kgen.evals.problem.format import load_problem
 from kgen.evals.problem.memory_plan import ReferencePlacement
+from kgen.evals.sandbox.gpu_turns import await_turn, end_turn
 from kgen.evals.timing.baseline_cache import cache_key, cached, file_digest
 from kgen.evals.timing.baselines import BaselineUnavailable, liger_baseline
 from kgen.evals.timing.bench_result import BenchResult
@@ -112,7 +113,10 @@ class TimingStage:
     name = "timing"
 
     def run(self, ctx: VerifierContext) -> None:
-        time_and_judge(ctx)
+        try:
+            time_and_judge(ctx)
+        finally:
+            end_turn(ctx.request.turn_dir)  # the GPU is the next verifier's before the report is written
 
 
 def time_and_judge(ctx: VerifierContext) -> None:
@@ -141,6 +145,12 @@ def time_and_judge(ctx: VerifierContext) -> None:
     # is enough (``timed_candidate.timing_inputs``).
     big = ctx.memory.placement(sizes) is ReferencePlacement.HOST
     phases.lap("setup")  # the problem at the timing sizes and its memory plan
+    # Alone on the GPU from here: the other verifiers of a batch are stopped until the turn ends
+    # (``gpu_turns.py``). Asked before the timing inputs exist: a verifier waiting for its turn
+    # holds no timing-size tensors.
+    torch.cuda.synchronize(ctx.device)
+    await_turn(ctx.request.turn_dir)
+    phases.lap("turn_wait")
     input_sets, fresh_sets = timing_inputs(ctx, problem, seed)
     reference, candidate = models(ctx, problem, seed)
     last: dict[str, Any] = {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageStatus
 from kgen.evals.verifier.child import run_stages, verifier_stages
-from kgen.evals.verifier.messages import STAGES, TIMING_ONLY_STAGES
+from kgen.evals.verifier.messages import STAGES
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CANDIDATES = FIXTURES / "candidates"
@@ -22,7 +22,6 @@ def _stages(ctx) -> list[tuple[str, StageStatus]]:
 def test_the_stages_run_in_the_order_the_parent_names_them(open_verifier):
     ctx = open_verifier(SOLUTION)
     assert tuple(stage.name for stage in verifier_stages(ctx)) == STAGES
-    assert set(TIMING_ONLY_STAGES) <= set(STAGES)
 
 
 def test_a_rejection_is_recorded_on_its_stage_and_ends_the_verification(open_verifier):
@@ -31,14 +30,6 @@ def test_a_rejection_is_recorded_on_its_stage_and_ends_the_verification(open_ver
     assert _stages(ctx) == [("static", StageStatus.PASSED), ("load", StageStatus.FAILED)]
     assert ctx.report.rejection is RejectionClass.NO_MODEL_NEW
     assert ctx.report.reason == ctx.report.stages[-1].message == "no_model_new.py defines no class ModelNew"
-
-
-def test_a_timing_only_verifier_runs_the_static_rules_loading_and_timing(open_verifier):
-    ctx = open_verifier(SOLUTION, timing_only=True, bench=True)
-    run_stages(ctx, verifier_stages(ctx))
-    assert _stages(ctx) == [("static", StageStatus.PASSED), ("load", StageStatus.PASSED),
-                            ("timing", StageStatus.SKIPPED)]
-    assert ctx.report.trials == []
 
 
 def test_no_verdict_is_recorded_as_a_skipped_stage_with_its_cause(open_verifier):
