@@ -72,8 +72,9 @@ class EvalOptions(BaseModel):
     #: keep a verifier started ahead for the next evaluation (``worker_pool.py``): for callers
     #: that evaluate one candidate after another (the agent, ``kgen bench``)
     prestart: bool = False
-    #: the verifier asks for a turn alone on the GPU before it times the candidate, and shares
-    #: the GPU with the other verifiers of a batch until then (``evals/sandbox/gpu_turns.py``)
+    #: the verifier runs beside others (a batch, the red-team matrix): it asks for a turn alone
+    #: on the GPU before it times the candidate, sharing the GPU until then, and with
+    #: ``prestart`` the next spare starts during this run (``evals/sandbox/gpu_turns.py``)
     gpu_turns: bool = False
     #: policy overrides (``evals/problem/policies.py``); None: the problem's declaration, else the default
     precision: str | None = evaluation_field("precision")
@@ -122,7 +123,7 @@ def evaluate(
 
     spec = _child_spec(options, device)
     spare = worker_pool.take(spec) if options.prestart else None
-    early = options.prestart and worker_pool.starts_during_run(spec, timed=options.bench)
+    early = options.prestart and worker_pool.starts_during_run(spec, timed=options.bench, turns=options.gpu_turns)
     if early:
         worker_pool.prestart(spec)  # the next evaluation's spare starts up while this one runs
     workdir = spare.workdir if spare is not None else new_workdir()

@@ -61,7 +61,8 @@ def judge(case: Case, device: str) -> Row:
     """One case through ``kgen eval`` with its backend, small sizes on every device: the
     classes do not depend on size, and the full KernelBench ReLU (4096 x 393216) would spend
     the run generating inputs."""
-    options = EvalOptions(device=device, backend=case.backend, n_seeds=2, timeout_s=300, small_sizes=True)
+    options = EvalOptions(device=device, backend=case.backend, n_seeds=2, timeout_s=300, small_sizes=True,
+                          prestart=True, gpu_turns=True)  # warm verifiers, started beside the running ones
     started = time.monotonic()
     result = evaluate(case.problem, case.candidate, options)
     row = Row(case, case.expect_on(device), result.outcome, result.reason, time.monotonic() - started)

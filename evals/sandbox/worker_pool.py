@@ -238,14 +238,16 @@ def wait_ready(spec: WorkerSpec, timeout_s: float) -> int:
     return _POOL.wait_ready(spec, timeout_s)
 
 
-def starts_during_run(spec: WorkerSpec, timed: bool) -> bool:
+def starts_during_run(spec: WorkerSpec, timed: bool, turns: bool = False) -> bool:
     """Whether the next spare starts while the current candidate runs, or only after it.
 
     A spare starting up imports torch and triton (CPU-heavy) and, on a GPU, creates a CUDA
     context (device memory the run's memory plan counted as free): beside a timed run or a GPU
     run it would perturb what is measured or judged. A CPU run times nothing, so overlapping
-    hides the whole start-up even when evaluations follow each other with no pause."""
-    return not timed and not spec.device.is_gpu
+    hides the whole start-up even when evaluations follow each other with no pause. A run
+    that takes turns on the GPU (``gpu_turns.py``) shares it with other verifiers by design and
+    is timed with every other process stopped, a spare starting up included."""
+    return turns or (not timed and not spec.device.is_gpu)
 
 
 def take(spec: WorkerSpec) -> Spare | None:

@@ -103,6 +103,12 @@ def test_a_spare_starts_beside_a_run_only_where_nothing_is_measured(device, time
     assert worker_pool.starts_during_run(_spec(device=device), timed=timed) is during
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_spare_starts_beside_a_run_that_takes_turns_on_the_gpu(device):
+    # its timing runs with every other process stopped, a spare starting up included
+    assert worker_pool.starts_during_run(_spec(device=device), timed=True, turns=True)
+
+
 def test_without_prestart_no_spare_is_started_or_taken():
     result = evaluate(RELU, SOLUTION, EvalOptions(device="cpu", seeds=[1]))
     assert result.passed and not result.prestarted
