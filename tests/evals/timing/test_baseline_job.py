@@ -52,3 +52,12 @@ def test_a_job_that_fails_reports_why_on_every_baseline(tmp_path, monkeypatch):
 def test_more_input_sets_are_drawn_only_where_the_device_holds_them():
     assert more_sets_fit(free_bytes=10 * 2**30, set_bytes=2**30)
     assert not more_sets_fit(free_bytes=3 * 2**30, set_bytes=2**30)
+
+
+def test_importing_the_job_or_the_service_imports_no_toolchain():
+    """The job's backend prepares the process before triton is imported (Liger's kernels are
+    Triton's); the parent's service stays light."""
+    code = ("import sys, kgen.evals.timing.baseline_job, kgen.evals.timing.baseline_service\n"
+            "print(','.join(m for m in ('torch', 'triton') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "", done.stdout + done.stderr
