@@ -136,9 +136,12 @@ class GpuBaselineTimings:
         return self.built[name]
 
     def _time_in_turn(self, fns: dict[str, Callable[..., Any]], errors: dict[str, str]) -> dict[str, Measurement]:
-        """Everything built is freed of garbage and synchronized, then timed alone on the GPU."""
+        """Everything built is freed of garbage and synchronized, then timed alone on the GPU
+        (no turn is asked for when nothing could be built)."""
         from kgen.evals.timing.measure import time_on_gpu
 
+        if not fns:
+            return {}
         torch = self.torch
         gc.collect()
         torch.cuda.empty_cache()
