@@ -18,6 +18,13 @@
 #                KGEN_MATRIX_BACKEND=triton|cute splits it over two calls)
 #   public       the public LLM-written KernelBench solutions against their hand judgements
 #                (scripts/public_solutions.py; its section of OUT/verification.md; 3 min)
+#   throughput   candidates per GPU-minute in the agent's loop on four memory-bound catalog
+#                problems (scripts/eval_throughput.py, 8 candidates each; OUT/throughput.md; 2 min)
+#   main24       the README's main command with --budget 24, twice in one KGEN_HOME (the second
+#                finds the baselines and the winner's full-size verification kept): candidates
+#                per minute end to end, start-up and final verification included (5 min)
+#   scale        the engine at scale: gpu_scale.sh agent (three catalog problems offline, their
+#                sync ratios) and full_size (five unmodified KernelBench files at full size) (6 min)
 #
 # Usage: scripts/gpu_check.sh OUT [STEP...]   (no step: all of them, in this order)
 #   OUT gets at most 8 files: log.txt (everything, with timestamps), summary.md (one line per
@@ -29,14 +36,15 @@
 # Exit code: 0 every check as expected, 1 one was not (summary.md says which), 2 usage, 3 set-up.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: gpu_check.sh OUT [pytest|seeds|kernelbench|agent|selftest|scripted|matrix|public]..."
+usage="usage: gpu_check.sh OUT [pytest|seeds|kernelbench|agent|selftest|scripted|matrix|public|throughput|main24|scale]..."
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "$usage" >&2; exit 2; }
 shift
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(pytest seeds kernelbench agent selftest scripted matrix public)
 for step in "${steps[@]}"; do
-  case "$step" in pytest|seeds|kernelbench|agent|selftest|scripted|matrix|public) ;; *) echo "$usage" >&2; exit 2 ;; esac
+  case "$step" in pytest|seeds|kernelbench|agent|selftest|scripted|matrix|public|throughput|main24|scale) ;;
+    *) echo "$usage" >&2; exit 2 ;; esac
 done
 wants() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 device=${KGEN_CHECK_DEVICE:-cuda}
@@ -185,6 +193,46 @@ if wants public; then
   code=$?
   record "public_solutions.py" "exit $code" "$(tail -3 "$work/public.txt" | tr '\n' ' ' | cut -c1-300)"
   [ $code -eq 0 ] || failed=1
+fi
+if wants throughput && [ "$device" != cpu ]; then
+  stamp "=== throughput (${SECONDS}s)"
+  timeout 560 python3 "$root/scripts/eval_throughput.py" --problems rmsnorm_backward softmax swiglu layernorm_forward \
+    --n 8 --modes batch --json-dir "$work/throughput" --out "$out/throughput.md" > "$work/throughput.txt" 2>&1
+  code=$?
+  record "eval_throughput.py (4 problems x 8, batch)" "exit $code" "$(grep -E 'per GPU-minute' "$work/throughput.txt" | tail -1)"
+  [ $code -eq 0 ] || failed=1
+fi
+if wants main24; then
+  stamp "=== main24 (${SECONDS}s)"
+  budget=(--budget 24)
+  [ "$device" = cpu ] && budget=(--budget 2)
+  for attempt in 1 2; do
+    begun=$SECONDS
+    timeout 560 python3 -m kgen.cli "Triton RMSNorm backward for H100" "${budget[@]}" --device "$device" \
+      --out "$work/main24_$attempt" > "$work/main24_$attempt.txt" 2>&1
+    code=$?
+    wall=$((SECONDS - begun))
+    line=$(python3 - "$work/main24_$attempt/summary.json" "$wall" <<'PY' 2>&1
+import json, sys
+s = json.load(open(sys.argv[1]))
+wall = float(sys.argv[2])
+print(f"{s['candidates']} candidates ({s['passed']} passed) in {wall:.0f} s: {60 * s['candidates'] / wall:.1f} per minute "
+      f"end to end; stop: {s['stop_reason']}")
+PY
+)
+    record "kgen \"Triton RMSNorm backward for H100\" ${budget[*]} (run $attempt)" "exit $code" "$line; $(grep -E 'best for h100|not repeated|verified at full' "$work/main24_$attempt.txt" | tail -2 | tr '\n' ' ' | cut -c1-200)"
+    [ $code -eq 0 ] || failed=1
+  done
+fi
+if wants scale && [ "$device" != cpu ]; then
+  for phase in agent full_size; do
+    stamp "=== scale $phase (${SECONDS}s)"
+    timeout 420 bash "$root/scripts/gpu_scale.sh" "$phase" "$work/scale_$phase" > "$work/scale_$phase.txt" 2>&1
+    code=$?
+    cp "$work/scale_$phase"/*.md "$out/" 2>/dev/null
+    record "gpu_scale.sh $phase" "exit $code" "$(grep -E 'exit|passed|flag' "$work/scale_$phase.txt" | tail -4 | tr '\n' ' ' | cut -c1-300)"
+    [ $code -eq 0 ] || failed=1
+  done
 fi
 tar -czf "$out/work.tar.gz" --exclude=home -C "$work" . 2>> "$log"
 

@@ -87,7 +87,9 @@ class CacheWriteWarning(UserWarning):
     """A cache entry that could not be written: the measurement stands, only its reuse is lost."""
 
 
-def _write(path: Path, entry: CachedValue) -> None:
+def write_atomically(path: Path, entry: BaseModel) -> None:
+    """``entry`` as JSON at ``path``, written to a temporary file and renamed into place: a
+    reader at the same moment sees the old entry or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
@@ -104,7 +106,7 @@ def _store(path: Path, entry: CachedValue) -> str | None:
     """Write ``entry``; a cache that cannot be written (a full disk, a folder that is a file)
     costs the next evaluation a re-measure, never this evaluation its figure."""
     try:
-        _write(path, entry)
+        write_atomically(path, entry)
     except OSError as exc:
         note = f"baseline cache entry {path.name} not written ({exc.strerror or exc})"
         warnings.warn(note, CacheWriteWarning, stacklevel=3)

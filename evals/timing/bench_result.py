@@ -32,7 +32,8 @@ class Measurement(BaseModel):
     sync_ratio: float | None = None
     flags: list[str] = Field(default_factory=list)
     error: str | None = None
-    #: a baseline taken from the run's cache (``baseline_cache.py``), and how old it was
+    #: a baseline taken from a cache (the run's, ``baseline_cache.py``, or the store kept
+    #: across runs, ``baseline_store.py``), and how old it was
     reused: bool = False
     age_s: float = 0.0
 
@@ -111,6 +112,10 @@ class BenchResult(BaseModel):
     floor_recheck: dict[str, Any] | None = None
     #: that first candidate measurement, kept beside the re-measured one in ``measurements``
     under_floor: Measurement | None = None
+    #: where the baselines came from when the trusted baseline job timed them
+    #: (``baseline_merge.py``: measured, reused from the store after an eager re-check,
+    #: measured again after drift); None: timed in the candidate's verifier
+    baselines: str | None = None
 
     @field_validator("measurements", mode="before")
     @classmethod
@@ -152,20 +157,22 @@ class BenchResult(BaseModel):
 
     def lines(self) -> list[str]:
         """The figures as short lines for a terminal: each timing with its interval and whether
-        it was reused from the run's cache, each speedup as claimed or "≈ same speed"."""
+        it was reused from a cache, each speedup as claimed or "≈ same speed"."""
         out = [f"timed on {self.device_name or 'an unnamed GPU'} at {_sizes(self.sizes)}"]
         for name, m in self.measurements.items():
             if m.usable_ms is None:
                 out.append(f"{name}: not measured ({m.error or 'no time'})")
                 continue
             span = f" (p10-p90 {m.p10_ms:.4f}-{m.p90_ms:.4f})" if m.interval else ""
-            reused = f", reused from this run's cache ({m.age_s:.0f} s old)" if m.reused else ""
+            reused = f", reused ({m.age_s:.0f} s old)" if m.reused else ""
             out.append(f"{name}: {m.usable_ms:.4f} ms{span}, {m.trials} trials{reused}")
         for name in self.measurements:
             if name != "candidate" and (speedup := self.speedup(name)) is not None:
                 out.append(speedup.text)
         if (pct := self.sol_value("pct_of_sol")) is not None:
             out.append(f"{pct:.0f}% of speed-of-light")
+        if self.baselines:
+            out.append(self.baselines)
         if self.shared_gpu:
             out.append(self.shared_gpu)
         out += [f"{key}: {why}" for key, why in self.errors.items() if key != "shared_gpu"]

@@ -10,6 +10,7 @@ under it when measured again with fresh inputs and the L2's persisting state res
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kgen.backends.registry import backend_info
@@ -97,6 +98,19 @@ def _device_figure(cache_dir: str | None, same: dict[str, Any], figure: str, mea
     return outcome.value["value"]
 
 
+def baselines_to_time(ctx: VerifierContext, reference: Any, problem: Any) -> list[tuple[str, Callable[[], Any]]]:
+    """The baselines this process times, each with how to build it: eager, torch.compile and
+    Liger, built only when timed (torch.compile's first call imports dynamo and inductor:
+    seconds a baseline reused from the run's cache does not need). Nothing under
+    ``baselines_by_job``: the trusted baseline job times them and the parent merges them in,
+    so no candidate's process writes the figures it is compared with."""
+    if ctx.request.baselines_by_job:
+        return []
+    torch = ctx.torch
+    return [("eager", lambda: reference), ("torch.compile", lambda: torch.compile(reference)),
+            ("liger", lambda: liger_baseline(problem))]
+
+
 def judge_flags(flags: list[str]) -> None:
     """A candidate timing's flags that reject it: timers tampered with, work deferred."""
     if any(flag.startswith("timer_patched") for flag in flags):
@@ -108,7 +122,8 @@ def judge_flags(flags: list[str]) -> None:
 class TimingStage:
     """Nothing to do unless asked for (``bench``); on a CPU recorded as skipped (timings are
     never invented); on a GPU the candidate, eager PyTorch and torch.compile timed the same
-    way at the problem's default sizes, and the figures judged before they are reported."""
+    way at the problem's default sizes (the baselines by the trusted baseline job instead
+    under ``baselines_by_job``), and the figures judged before they are reported."""
 
     name = "timing"
 
@@ -186,14 +201,8 @@ def time_and_judge(ctx: VerifierContext) -> None:
         result, sampler = time_candidate(input_sets, fresh_sets)
         phases.lap("candidate")
         measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
-        # Built only when timed: torch.compile's first call imports dynamo and inductor (seconds),
-        # which a baseline reused from the run's cache does not need.
-        baselines: list[tuple[str, Any]] = [
-            ("eager", lambda: reference), ("torch.compile", lambda: torch.compile(reference)),
-            ("liger", lambda: liger_baseline(problem)),
-        ]
         same = _comparable(ctx, problem, torch)
-        for name, build in baselines:
+        for name, build in baselines_to_time(ctx, reference, problem):
             try:
                 outcome = cached(reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), cache_key(**same, baseline=name),
                                  # a baseline is honest by construction: no deferred-work series
@@ -276,7 +285,8 @@ def time_and_judge(ctx: VerifierContext) -> None:
     speedups = ", ".join(
         s.text for s in (ctx.report.bench.speedup(name) for name in ("eager", "torch.compile")) if s is not None
     )
-    pct = f", {sol.pct_of_sol:.0f}% of speed-of-light" if sol is not None and sol.pct_of_sol is not None else ""
+    pct = f"{sol.pct_of_sol:.0f}% of speed-of-light" if sol is not None and sol.pct_of_sol is not None else ""
+    figures = ", ".join(part for part in (speedups, pct) if part)
     record_stage(ctx, "timing", StageStatus.PASSED,
-                 f"median {result.median_ms:.4f} ms ({speedups}{pct}); {checked} timed call(s) drawn at random "
-                 "matched the fp64 reference", started)
+                 f"median {result.median_ms:.4f} ms{f' ({figures})' if figures else ''}; {checked} timed call(s) "
+                 "drawn at random matched the fp64 reference", started)

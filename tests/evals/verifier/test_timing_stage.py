@@ -12,7 +12,7 @@ import torch
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.verdict import RejectionClass, StageStatus
 from kgen.evals.verifier.load_stage import LoadStage
-from kgen.evals.verifier.timing_stage import TimingStage
+from kgen.evals.verifier.timing_stage import TimingStage, baselines_to_time
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CANDIDATES = FIXTURES / "candidates"
@@ -36,6 +36,20 @@ def test_on_the_cpu_timings_are_recorded_as_not_measured(open_verifier):
     stage = ctx.report.stages[-1]
     assert (stage.name, stage.status, stage.message) == ("timing", StageStatus.SKIPPED, "timings need a GPU: not measured")
     assert ctx.report.bench is None
+
+
+def test_under_the_baseline_job_the_candidate_s_process_times_no_baseline(open_verifier):
+    """The figures a candidate is compared with are not its own process's to write."""
+    ctx = _loaded(open_verifier, bench=True)
+    assert [name for name, _ in baselines_to_time(ctx, object(), object())] == ["eager", "torch.compile", "liger"]
+    ctx = _loaded(open_verifier, bench=True, baselines_by_job=True)
+    assert baselines_to_time(ctx, object(), object()) == []
+
+
+def test_under_the_baseline_job_a_cpu_run_still_records_nothing_measured(open_verifier):
+    ctx = _loaded(open_verifier, bench=True, baselines_by_job=True)
+    TimingStage().run(ctx)
+    assert ctx.report.stages[-1].message == "timings need a GPU: not measured" and ctx.report.bench is None
 
 
 # --------------------------------------------------------------------------------------
@@ -72,3 +86,17 @@ def test_on_a_gpu_a_time_under_the_floor_is_measured_again_before_it_rejects():
     evidence = result.stage("timing").evidence
     assert evidence["floor_recheck"]["impossible"] and evidence["first"]["median_ms"] > 0
     assert evidence["remeasured"]["median_ms"] > 0 and "persisting lines reset" in evidence["floor_recheck"]["l2_reset"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_on_a_gpu_under_the_baseline_job_only_the_candidate_and_the_floor_are_measured(open_verifier):
+    from kgen.backends.device import Device
+
+    ctx = _loaded(open_verifier, device=Device.CUDA, bench=True, baselines_by_job=True,
+                  bench_sizes={"batch_size": 4096, "dim": 393216})
+    TimingStage().run(ctx)
+    bench = ctx.report.bench
+    assert set(bench.measurements) == {"candidate"}, bench.measurements
+    assert bench.sync_calibration is not None  # still calibrated against the eager reference here
+    assert bench.sol is not None and bench.sol["score"] is None  # scored once the job's eager is merged
