@@ -34,6 +34,7 @@ from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome, run_python_mod
 from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.evals.sandbox.scratch import new_workdir
 from kgen.evals.static_rules.size_thresholds import find_size_thresholds
+from kgen.evals.timing.baseline_service import apply_baselines, start_baselines
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
 from kgen.evals.verifier.messages import (
     HEARTBEAT_FILE,
@@ -122,6 +123,11 @@ def evaluate(
     policies = info.policies(options.precision, options.torch_ops)
 
     spec = _child_spec(options, device)
+    # Started first: the baselines' compile runs beside this candidate's verification, and
+    # every candidate of the problem in this process shares the one job (``baseline_service.py``).
+    baselines = (start_baselines(info.path, dict(info.sizes), device, policies, options.backend,
+                                 SandboxLimits(timeout_s=options.timeout_s))
+                 if options.bench and device.is_gpu else None)
     spare = worker_pool.take(spec) if options.prestart else None
     early = options.prestart and worker_pool.starts_during_run(spec, timed=options.bench, turns=options.gpu_turns)
     if early:
@@ -160,6 +166,7 @@ def evaluate(
             reference_self_test=options.reference_self_test,
             baseline_cache_dir=options.baseline_cache_dir,
             turn_dir=str(workdir) if options.gpu_turns else None,
+            baselines_by_job=baselines is not None,
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
         request_path.write_text(request.model_dump_json())
@@ -201,6 +208,8 @@ def evaluate(
         **report.evidence(),  # the verdict is decided below, from the report and the child's exit
     )
     _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age)
+    if baselines is not None:
+        result.bench = apply_baselines(result.bench, baselines)
     result.seconds = time.monotonic() - started
     return result
 
