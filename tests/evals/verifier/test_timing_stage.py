@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.timeline import Timeline
 from kgen.evals.verdict import RejectionClass, StageStatus
 from kgen.evals.verifier.load_stage import LoadStage
-from kgen.evals.verifier.timing_stage import TimingStage
+from kgen.evals.verifier.timing_stage import PhaseClock, TimingStage
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CANDIDATES = FIXTURES / "candidates"
@@ -72,3 +73,18 @@ def test_on_a_gpu_a_time_under_the_floor_is_measured_again_before_it_rejects():
     evidence = result.stage("timing").evidence
     assert evidence["floor_recheck"]["impossible"] and evidence["first"]["median_ms"] > 0
     assert evidence["remeasured"]["median_ms"] > 0 and "persisting lines reset" in evidence["floor_recheck"]["l2_reset"]
+
+
+def test_the_phase_clock_also_marks_each_phase_as_a_span_of_the_stage():
+    timeline = Timeline()
+    with timeline.span("timing"):
+        phases = PhaseClock(timeline)
+        phases.lap("setup")
+        phases.lap("candidate", gpu=True)
+        phases.lap("candidate", gpu=True)
+    assert [(s.name, s.gpu) for s in timeline.spans] == [
+        ("timing.setup", False), ("timing.candidate", True), ("timing.candidate", True), ("timing", False)]
+    assert list(phases.seconds) == ["setup", "candidate"]  # the bench's phase_seconds, as before
+    first, second, third, stage = timeline.spans
+    assert first.end == pytest.approx(second.start) and second.end == pytest.approx(third.start)
+    assert stage.start <= first.start and third.end <= stage.end
