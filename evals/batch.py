@@ -54,6 +54,7 @@ def merge_timing(verified: EvalResult, timed: EvalResult) -> EvalResult:
     merged.stages += [stage for stage in timed.stages if stage.name == "timing"]
     merged.bench = timed.bench
     merged.seconds = verified.seconds + timed.seconds
+    merged.timeline.extend(timed.timeline.spans)  # both verifiers' seconds, each span at its own time
     if timed.memory is not None and merged.memory is not None:
         merged.memory.stage_peaks.update({k: v for k, v in timed.memory.stage_peaks.items() if k == "timing"})
     if not timed.passed:

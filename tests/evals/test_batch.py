@@ -17,6 +17,7 @@ from kgen.evals.harness import EvalOptions
 from kgen.evals.result import EvalResult
 from kgen.evals.sandbox import worker_pool
 from kgen.evals.sandbox.lifecycle import live_groups
+from kgen.evals.timeline import Span, Timeline
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -48,6 +49,15 @@ def test_a_timing_adds_its_stage_figures_and_seconds():
     assert merged.passed and [s.name for s in merged.stages] == ["correctness", "timing"]
     assert merged.bench is not None and merged.bench.median("candidate") == 0.1
     assert merged.seconds == 8.0
+
+
+def test_a_merged_result_keeps_both_verifiers_timelines():
+    verified = _result(timeline=Timeline(spans=[Span(name="correctness", start=100.0, seconds=5.0)]))
+    timed = _result(timeline=Timeline(spans=[Span(name="timing", start=110.0, seconds=3.0, gpu=True)]), seconds=3.0)
+    merged = merge_timing(verified, timed)
+    assert [s.name for s in merged.timeline.spans] == ["correctness", "timing"]
+    assert merged.timeline.accounted_s() == merged.seconds == 8.0
+    assert [s.name for s in verified.timeline.spans] == ["correctness"]  # the verified result is left as it was
 
 
 @pytest.mark.parametrize(("verdict", "fields"), [
