@@ -34,6 +34,7 @@ from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome, run_python_mod
 from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.evals.sandbox.scratch import new_workdir
 from kgen.evals.static_rules.size_thresholds import find_size_thresholds
+from kgen.evals.timeline import Timeline
 from kgen.evals.timing.baseline_service import apply_baselines, start_baselines
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
 from kgen.evals.verifier.messages import (
@@ -109,7 +110,7 @@ def evaluate(
     ``progress`` hears one line once the inputs are validated and the child starts.
     """
     options = options or EvalOptions()
-    started = time.monotonic()
+    started, timeline, mark = time.monotonic(), Timeline(), time.time()
     install_signal_handlers()  # a script's Ctrl-C or SIGTERM ends the verifier child too
     info = resolve_problem(problem)
     candidate_path = Path(candidate).expanduser()
@@ -128,15 +129,18 @@ def evaluate(
     baselines = (start_baselines(info.path, dict(info.sizes), device, policies, options.backend,
                                  SandboxLimits(timeout_s=options.timeout_s))
                  if options.bench and device.is_gpu else None)
+    mark = timeline.lap("setup", mark)
     spare = worker_pool.take(spec) if options.prestart else None
     early = options.prestart and worker_pool.starts_during_run(spec, timed=options.bench, turns=options.gpu_turns)
     if early:
         worker_pool.prestart(spec)  # the next evaluation's spare starts up while this one runs
+    mark = timeline.lap("take_spare", mark)  # waits while a spare asked for is still being started
     workdir = spare.workdir if spare is not None else new_workdir()
     try:
         size_device = Device.CPU if options.small_sizes else device
         plan = verification_size_plan(info, size_device)
         plan += _threshold_sets(info, plan, candidate_path, size_device)
+        mark = timeline.lap("size_plan", mark)  # the verification sizes and the threshold analysis
         # The candidate may write only inside box/; the request and the report live beside it.
         box = workdir / "box"
         box.mkdir(exist_ok=True)  # a spare's box exists already: it is the spare's HOME
@@ -176,6 +180,7 @@ def evaluate(
                 f"{len(request.size_sets)} size set(s), {policies.describe()}"
                 f"{', targets ' + ', '.join(targets) if targets else ''})"
             )
+        launched = timeline.lap("request", mark)  # the candidate copied into the box, the request written
         outcome = run_python_module(
             "kgen.evals.verifier.child",
             [str(request_path), str(report_path)],
@@ -185,7 +190,9 @@ def evaluate(
             spare=spare,
             turn_dir=workdir if options.gpu_turns else None,
         )
+        returned = time.time()
         report = _read_report(report_path)
+        written = _written_at(report_path) if report.finished else None
         heartbeat_age = _age_s(workdir / HEARTBEAT_FILE)
     finally:
         if not options.keep_workdir:
@@ -208,9 +215,15 @@ def evaluate(
         **report.evidence(),  # the verdict is decided below, from the report and the child's exit
     )
     _apply_outcome(result, report, outcome, options.timeout_s, heartbeat_age)
+    timeline.add_child(report.timeline, launched, returned, "spare_handover" if outcome.prestarted else "cold_start",
+                       written)
+    timeline.lap("read_report", returned)  # the report read, the box removed, the verdict decided
     if baselines is not None:
-        result.bench = apply_baselines(result.bench, baselines)
+        with timeline.span("baselines_wait"):  # the candidate's figures wait for the shared baseline job
+            result.bench = apply_baselines(result.bench, baselines)
     result.seconds = time.monotonic() - started
+    result.timeline = timeline
+    timeline.add_other(result.seconds)
     return result
 
 
@@ -254,6 +267,14 @@ def _read_report(path: Path) -> ChildReport:
 
 #: A candidate has no reason to print; more than this on stdout/stderr is a rejection.
 OUTPUT_LIMIT_BYTES = 1 << 20
+
+
+def _written_at(path: Path) -> float | None:
+    """When ``path`` was last written (epoch seconds); None: it is not there."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
 def _age_s(path: Path) -> float | None:

@@ -17,6 +17,7 @@ from kgen.backends.base import KernelReport
 from kgen.backends.device import Device
 from kgen.evals.problem.memory_plan import MemoryReport
 from kgen.evals.problem.policies import Policies
+from kgen.evals.timeline import Timeline
 from kgen.evals.timing.bench_result import BenchResult
 from kgen.evals.verdict import (
     InconclusiveCause,
@@ -47,6 +48,9 @@ class VerifierEvidence(ResultModel):
     bench: BenchResult | None = None
     #: device memory the evaluation held: peak over the problem's inputs + outputs (``memory_plan.py``)
     memory: MemoryReport | None = None
+    #: where the evaluation's seconds went (``timeline.py``): the child's spans, to which the
+    #: parent adds its own; empty in results saved before timelines were recorded
+    timeline: Timeline = Field(default_factory=Timeline)
 
     def evidence(self) -> dict[str, Any]:
         """The evidence fields by name, the very objects (no copies): what a result built
@@ -70,7 +74,7 @@ class VerifierReport(VerifierEvidence):
 _SAVED_KEY_ORDER = (
     "problem", "problem_path", "candidate", "backend", "device", "targets", "verdict", "rejection",
     "inconclusive", "policies", "reason", "stages", "trials", "skipped", "notes", "kernels", "train_check", "bench",
-    "memory", "seconds", "prestarted", "kgen_version",
+    "memory", "seconds", "prestarted", "kgen_version", "timeline",
 )
 
 
@@ -98,6 +102,8 @@ class EvalResult(VerifierReport):
         data = handler(self)
         if not data.get("notes", True):
             del data["notes"]  # written only when there are some: earlier results keep their bytes
+        if not data.get("timeline", {}).get("spans", True):
+            del data["timeline"]  # likewise: a result without spans reads as one saved before them
         return {key: data[key] for key in _SAVED_KEY_ORDER if key in data} | data
 
     @property

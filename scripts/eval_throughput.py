@@ -17,7 +17,10 @@ directory). Modes:
 
 Each mode starts with a fresh run directory (its first candidate times the baselines, the
 rest reuse them). The throughput is candidates over the mode's wall time; the breakdown gives
-the mean seconds of the verifier's stages and of the timing stage's phases. Verdicts must not
+the mean seconds of the verifier's stages and of the timing stage's phases, and the timeline's
+phases per candidate (``evals/timeline.py``: start-up, hand-over, each stage, the report, the
+parent's own work, and the unaccounted remainder as ``other``) with the share of the mode's wall
+time during which at least one evaluation kept the GPU busy. Verdicts must not
 depend on the mode: the script exits 1 when they differ.
 """
 
@@ -34,6 +37,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kgen.evals.timeline import SEPARATOR, busy_fraction, phase_totals
+
 #: the shipped seed kernels it mutates are Triton's, measured on an H100
 BACKEND = "triton"
 TARGET = "h100"
@@ -47,6 +52,10 @@ class Row(BaseModel):
     verdicts: list[str]
     stages: dict[str, float] = Field(default_factory=dict)
     timing_phases: dict[str, float] = Field(default_factory=dict)
+    #: the evaluations' timeline phases (``evals/timeline.py``), seconds per candidate
+    phases: dict[str, float] = Field(default_factory=dict)
+    #: the union of every evaluation's GPU spans over the mode's wall time
+    gpu_busy: float | None = None
 
     @property
     def per_minute(self) -> float:
@@ -95,16 +104,35 @@ def run_mode(problem: str, paths: list[Path], mode: str, run_dir: Path, json_dir
             json_dir.mkdir(parents=True, exist_ok=True)
             (json_dir / f"{mode}_{paths[index].stem}.json").write_text(result.model_dump_json(indent=1))
 
-    started = time.monotonic()
+    started, started_epoch = time.monotonic(), time.time()
     results = evaluate_batch(problem, paths, options, on_result=heard, side_by_side=mode == "batch",
                              on_phase=lambda line: print(f"  {mode:10s} {line}", flush=True))
     wall = time.monotonic() - started
+    busy = busy_fraction([r.timeline for r in results], (started_epoch, started_epoch + wall))
     return Row(
         problem=problem, mode=mode, candidates=len(results), wall_s=round(wall, 2),
         verdicts=[r.outcome for r in results],
         stages=_means([{s.name: s.seconds for s in r.stages} for r in results]),
         timing_phases=_means([r.bench.phase_seconds for r in results if r.bench is not None]),
+        phases={k: round(v / max(len(results), 1), 2) for k, v in phase_totals([r.timeline for r in results]).items()
+                if SEPARATOR not in k},
+        gpu_busy=round(busy, 3) if busy is not None else None,
     )
+
+
+def phase_table(rows: list[Row]) -> str:
+    """Per mode, the timeline's top-level phases in seconds per candidate and the GPU-busy share:
+    where an evaluation's seconds go, and how much of the wall the GPU was working."""
+    keys = list(dict.fromkeys(k for r in rows for k in r.phases))
+    lines = [
+        "| problem | mode | GPU busy | " + " | ".join(f"{k} s" for k in keys) + " |",
+        "|" + "---|" * (3 + len(keys)),
+    ]
+    for r in rows:
+        busy = f"{100 * r.gpu_busy:.0f}%" if r.gpu_busy is not None else "-"
+        lines.append(f"| {r.problem} | {r.mode} | {busy} | "
+                     + " | ".join(f"{r.phases.get(k, 0.0):.2f}" for k in keys) + " |")
+    return "\n".join(lines)
 
 
 def table(rows: list[Row]) -> str:
@@ -128,6 +156,7 @@ def table(rows: list[Row]) -> str:
         total[r.mode] = (n + r.candidates, wall + r.wall_s)
     lines.append("")
     lines += [f"{mode}: {n} candidates in {wall:.1f} s, {60 * n / wall:.1f} per GPU-minute" for mode, (n, wall) in total.items()]
+    lines += ["", "Where each candidate's seconds went (timeline phases, per candidate):", "", phase_table(rows)]
     return "\n".join(lines)
 
 

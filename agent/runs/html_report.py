@@ -39,11 +39,17 @@ from kgen.agent.runs.records import (
     max_rel_l2_error,
     progress_series,
 )
-from kgen.agent.runs.summary import speedup_cell
+from kgen.agent.runs.summary import (
+    EvaluationTime,
+    busy_line,
+    evaluation_time,
+    speedup_cell,
+    top_level_phases,
+)
 from kgen.agent.search.operators import operator_stats
 
 REPORT_FILE = "report.html"
-SECTION_IDS = ("summary", "progress", "lineage", "margin", "operators", "kernels", "cost")
+SECTION_IDS = ("summary", "progress", "lineage", "margin", "operators", "kernels", "time", "cost")
 #: a diff longer than this is cut (a model that rewrote everything needs no 2,000-line diff)
 MAX_DIFF_LINES = 300
 MAX_LINEAGE_NODES = 60
@@ -421,8 +427,23 @@ def cost_section(data: RunData) -> Section:
         "proxied server) is counted, never given an invented cost"))
 
 
+def time_section(data: RunData) -> Section:
+    """Where the evaluations' seconds went, phase by phase (nested phases under their own),
+    and how busy they kept the GPU: the summary's figures, or for an unfinished run the
+    figures of the evaluations saved so far."""
+    spent = (EvaluationTime.model_validate(data.summary.model_dump(include=set(EvaluationTime.model_fields)))
+             if data.summary is not None and data.summary.phase_seconds
+             else evaluation_time(list(data.evals.values())))
+    if not spent.phase_seconds:
+        return Section("time", "Evaluation time", _note("no evaluation recorded a timeline"))
+    total = sum(top_level_phases(spent.phase_seconds).values()) or 1.0
+    rows = [[("&nbsp;&nbsp;" * name.count(".")) + esc(name), _num(seconds, "{:.2f}"), f"{100 * seconds / total:.0f}%"]
+            for name, seconds in spent.phase_seconds.items()]
+    return Section("time", "Evaluation time", _table(["phase", "seconds", "share"], rows) + _note(busy_line(spent)))
+
+
 SECTIONS = (summary_section, progress_section, lineage_section, margin_section, operators_section,
-            kernels_section, cost_section)
+            kernels_section, time_section, cost_section)
 
 # -- the page --------------------------------------------------------------------------------
 

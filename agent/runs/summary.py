@@ -20,6 +20,7 @@ from kgen.agent.search.state import RunState
 from kgen.backends.device import Device
 from kgen.backends.registry import backend_info
 from kgen.evals.problem.catalog import resolve_problem
+from kgen.evals.timeline import OTHER, SEPARATOR, busy_fraction, phase_totals
 from kgen.knowledge_base.schema import Timing
 
 if TYPE_CHECKING:
@@ -90,6 +91,16 @@ class RunSummary(BaseModel):
     #: a request over several backends (agent/runs/backend_runs.py): each backend's own run, by
     #: name; ``backend`` then lists them and ``best`` holds the fastest per target
     by_backend: dict[str, RunSummary] = Field(default_factory=dict)
+    #: where the evaluations' seconds went: seconds per timeline phase (``evals/timeline.py``),
+    #: summed over the run's evaluations; nested phases (``correctness.trial``) are inside
+    #: their top-level phase, the top-level ones add up to the evaluations' seconds
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
+    #: the share of ``evaluation_wall_s`` during which at least one evaluation kept the GPU busy
+    #: (the union of every evaluation's GPU spans); None when no evaluation has a timeline
+    gpu_busy_fraction: float | None = None
+    #: the run's wall time while it evaluated: the first evaluation's start to the last one's
+    #: end, the generations between them included (a resumed run's pause too)
+    evaluation_wall_s: float | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -103,6 +114,33 @@ def _evidence(result: EvalResult) -> Evidence:
     return Evidence(device=summary.device, trials=summary.trials, seeds=summary.seeds,
                     shapes=summary.shapes, distributions=summary.distributions,
                     checks_passed=summary.checks_passed, max_rel_l2_error=summary.max_rel_l2_error)
+
+
+class EvaluationTime(BaseModel):
+    """Where a run's evaluation seconds went (``RunSummary``'s fields of the same names)."""
+
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
+    gpu_busy_fraction: float | None = None
+    evaluation_wall_s: float | None = None
+
+
+def evaluation_time(results: list[EvalResult]) -> EvaluationTime:
+    """The run's per-phase totals, GPU-busy fraction and evaluating wall time from its
+    evaluations' timelines (results saved before timelines have none and add nothing)."""
+    timelines = [r.timeline for r in results if r.timeline.spans]
+    walls = [w for t in timelines if (w := t.wall()) is not None]
+    if not walls:
+        return EvaluationTime()
+    wall = min(w[0] for w in walls), max(w[1] for w in walls)
+    busy = busy_fraction(timelines, wall)
+    return EvaluationTime(phase_seconds=phase_totals(timelines), evaluation_wall_s=round(wall[1] - wall[0], 3),
+                          gpu_busy_fraction=round(busy, 4) if busy is not None else None)
+
+
+def _run_evaluations(run: RunDirectory, records: list[CandidateRecord]) -> list[EvalResult]:
+    """Every evaluation the run saved: each candidate's, and a winner's full-size one."""
+    found = (run.load_eval(r.id, name) for r in records for name in ("eval.json", "final_eval.json"))
+    return [result for result in found if result is not None]
 
 
 def _module_text(record: CandidateRecord, source: str, summary_line: str) -> str:
@@ -134,6 +172,9 @@ def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, de
     )
     if not device.is_gpu and summary.backend:
         summary.notes.append(no_gpu_note(summary.backend))
+    spent = evaluation_time(_run_evaluations(run, records))
+    summary.phase_seconds, summary.gpu_busy_fraction = spent.phase_seconds, spent.gpu_busy_fraction
+    summary.evaluation_wall_s = spent.evaluation_wall_s
     for target, winner in state.winners.items():
         record = next(r for r in records if r.id == winner.candidate)
         final = run.load_eval(record.id, "final_eval.json") or run.load_eval(record.id)
@@ -246,6 +287,7 @@ def render_summary(summary: RunSummary, console: Console) -> None:
         + (f", {summary.no_code} without code" if summary.no_code else ""),
         highlight=False, soft_wrap=True,
     )
+    render_evaluation_time(summary, console)
     usage = summary.usage
     if usage.get("total_calls"):
         cost = usage.get("total_cost_usd") or 0.0
@@ -260,3 +302,34 @@ def render_summary(summary: RunSummary, console: Console) -> None:
             "the kernel above is the knowledge base's, re-measured; check the models (`kgen doctor`)"
             if summary.best else "check the models (`kgen doctor`)"), style="bold", highlight=False, soft_wrap=True)
     console.print(f"run directory: {summary.run_dir}", highlight=False, soft_wrap=True)
+
+
+def top_level_phases(phase_seconds: dict[str, float]) -> dict[str, float]:
+    """The phases that add up to the evaluations' seconds (nested ones are inside them)."""
+    return {name: seconds for name, seconds in phase_seconds.items() if SEPARATOR not in name}
+
+
+def render_evaluation_time(summary: RunSummary, console: Console) -> None:
+    """A short table of where the evaluations' seconds went, and how busy they kept the GPU."""
+    from rich.table import Table
+
+    spent = EvaluationTime.model_validate(summary.model_dump(include=set(EvaluationTime.model_fields)))
+    phases = top_level_phases(spent.phase_seconds)
+    if not phases:
+        return
+    total = sum(phases.values()) or 1.0
+    table = Table(title="evaluation time by phase (all evaluations)", title_justify="left")
+    for column in ("phase", "s", "share"):
+        table.add_column(column, justify="left" if column == "phase" else "right")
+    for name, seconds in sorted(phases.items(), key=lambda item: (item[0] == OTHER, -item[1])):
+        table.add_row(name, f"{seconds:.2f}", f"{100 * seconds / total:.0f}%")
+    console.print(table)
+    console.print(busy_line(spent), highlight=False, soft_wrap=True)
+
+
+def busy_line(spent: EvaluationTime) -> str:
+    """The GPU-busy fraction in words, with the wall time it is a share of."""
+    if spent.gpu_busy_fraction is None or spent.evaluation_wall_s is None:
+        return "GPU busy: no evaluation recorded a timeline"
+    return (f"GPU busy {100 * spent.gpu_busy_fraction:.0f}% of the {spent.evaluation_wall_s:.1f} s from the "
+            "first evaluation's start to the last one's end")

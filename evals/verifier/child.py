@@ -25,6 +25,7 @@ from pathlib import Path
 from kgen.backends.registry import backend_info
 from kgen.evals.checks.memory_report import is_out_of_memory
 from kgen.evals.sandbox.lifecycle import start_parent_watchdog
+from kgen.evals.timeline import Timeline
 from kgen.evals.verdict import Inconclusive, Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.compile_stage import CompiledNotRunStage, CompileStage
 from kgen.evals.verifier.context import (
@@ -67,7 +68,8 @@ def run_stages(ctx: VerifierContext, stages: list[Stage]) -> None:
     for stage in stages:
         started = time.monotonic()
         try:
-            stage.run(ctx)
+            with ctx.timeline.span(stage.name):
+                stage.run(ctx)
         except Rejected as exc:
             ctx.report.rejection = exc.rejection
             ctx.report.reason = str(exc)
@@ -76,7 +78,8 @@ def run_stages(ctx: VerifierContext, stages: list[Stage]) -> None:
                 train_check = TrainCheckStage()
                 started = time.monotonic()
                 try:
-                    train_check.run(ctx)
+                    with ctx.timeline.span(train_check.name):
+                        train_check.run(ctx)
                 except Rejected as train_exc:
                     record_stage(ctx, train_check.name, StageStatus.FAILED, str(train_exc), started)
             break
@@ -95,16 +98,26 @@ def run_stages(ctx: VerifierContext, stages: list[Stage]) -> None:
             break
 
 
-def run(request: ChildRequest, report_path: Path) -> ChildReport:
-    """Verify the request's candidate in this process; the report, also written to ``report_path``."""
-    ctx = open_context(request, report_path)
-    run_stages(ctx, verifier_stages(ctx))
+def run(request: ChildRequest, report_path: Path, timeline: Timeline | None = None) -> ChildReport:
+    """Verify the request's candidate in this process; the report, also written to ``report_path``.
+    ``timeline``: the spans recorded before the request was read (``main``), continued in
+    the report's. The last report write is timed by the parent (the file's modification
+    time): a span recorded after it would never reach the file."""
+    timeline = timeline if timeline is not None else Timeline()
+    with timeline.span("open_context"):
+        ctx = open_context(request, report_path)
+        stages = verifier_stages(ctx)
+    ctx.report.timeline = timeline
+    run_stages(ctx, stages)
     ctx.report.finished = True
     save_report(ctx)
     return ctx.report
 
 
 def main(argv: list[str] | None = None) -> int:
+    # From here the seconds are this evaluation's; a spare's start-up and wait before the
+    # hand-over are not, so its start is the moment its arguments arrive.
+    started = time.time()
     start_parent_watchdog()  # a child whose kgen is gone must not run on, holding the GPU
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--wait":  # a spare started ahead (worker_pool.py): start up, then wait
@@ -113,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         argv = wait_for_arguments(argv[1:])
         if argv is None:
             return 0
+        started = time.time()
+    timeline = Timeline()
     request = ChildRequest.model_validate_json(Path(argv[0]).read_text())
-    run(request, Path(argv[1]))
+    timeline.lap("startup", started)
+    run(request, Path(argv[1]), timeline)
     return 0
 
 

@@ -25,6 +25,7 @@ from kgen.backends.targets import resolve_target
 from kgen.evals.checks.memory_report import DeviceMemory
 from kgen.evals.problem.policies import Precision
 from kgen.evals.sandbox.guard import CandidateGuard
+from kgen.evals.timeline import Timeline
 from kgen.evals.verdict import StageResult, StageStatus
 from kgen.evals.verifier.messages import HEARTBEAT_FILE, ChildReport, ChildRequest
 
@@ -87,6 +88,18 @@ class VerifierContext:
     transfer: WeightTransfer | None = None
     #: the worst error over tolerance among the passed trials
     worst: float = 0.0
+
+    @property
+    def timeline(self) -> Timeline:
+        """Where the stages mark their spans (``with ctx.timeline.span("trial", gpu=ctx.gpu)``):
+        the report's own, so every saved report carries the spans ended so far."""
+        return self.report.timeline
+
+    @property
+    def gpu(self) -> bool:
+        """The candidate runs on a GPU: its trials and timings keep the GPU busy (on the CPU
+        nothing an evaluation does is GPU time)."""
+        return self.device.type == "cuda"
 
 
 class Stage(Protocol):

@@ -75,31 +75,41 @@ class CorrectnessStage:
         ctx.worst = 0.0
         ctx.problems = {}
         ctx.generated = [ctx.request.size_sets[i] for i in ctx.request.generated_size_sets]
-        plan = trial_plan(ctx)
+        with ctx.timeline.span("plan"):
+            plan = trial_plan(ctx)
         generated = ctx.generated
         fallbacks = {
             repr(sorted(ctx.request.size_sets[i].items())): sets
             for i, sets in ctx.request.fallback_size_sets.items()
         }
         for sizes, distribution, seed in plan:
-            skipped = run_trial(ctx, sizes, distribution, seed, generated=sizes in generated)
+            with ctx.timeline.span("trial", gpu=ctx.gpu):
+                skipped = run_trial(ctx, sizes, distribution, seed, generated=sizes in generated)
             if skipped and distribution == "normal":
                 # A combined move the reference cannot run: each constant's move alone.
                 for alone in fallbacks.get(repr(sorted(sizes.items())), []):
-                    run_trial(ctx, alone, distribution, seed, generated=True)
-        varied = run_argument_trials(ctx)
-        first = problem_at(ctx, ctx.request.size_sets[0])
-        behaviour = problem_at(ctx, ctx.behaviour_sizes)
+                    with ctx.timeline.span("trial", gpu=ctx.gpu):
+                        run_trial(ctx, alone, distribution, seed, generated=True)
+        with ctx.timeline.span("argument_trials", gpu=ctx.gpu):
+            varied = run_argument_trials(ctx)
+        with ctx.timeline.span("problems"):
+            first = problem_at(ctx, ctx.request.size_sets[0])
+            behaviour = problem_at(ctx, ctx.behaviour_sizes)
         if not ctx.request.reference_self_test:
-            run_ghost_check(ctx, behaviour, ctx.request.seeds[0])
+            with ctx.timeline.span("ghost_check", gpu=ctx.gpu):
+                run_ghost_check(ctx, behaviour, ctx.request.seeds[0])
         # noted for the reference self-test too; judged only for a candidate
-        run_input_sensitivity(ctx, behaviour, ctx.request.seeds[0])
+        with ctx.timeline.span("input_sensitivity", gpu=ctx.gpu):
+            run_input_sensitivity(ctx, behaviour, ctx.request.seeds[0])
         # The plain calls before the cache probe: both run uninstrumented, and a candidate that
         # is honest only while watched is then named for that, not for what its cheat looks like.
-        sequence = run_call_sequence(ctx, behaviour, ctx.request.seeds[0] + 31337)
+        with ctx.timeline.span("call_sequence", gpu=ctx.gpu):
+            sequence = run_call_sequence(ctx, behaviour, ctx.request.seeds[0] + 31337)
         # at the full sizes always: it needs no reference, and a cache keyed by size is caught there
-        run_cache_probe(ctx, first, ctx.request.seeds[-1])
-        race = run_race_check(ctx, behaviour, ctx.request.seeds[0] + 4099)
+        with ctx.timeline.span("cache_probe", gpu=ctx.gpu):
+            run_cache_probe(ctx, first, ctx.request.seeds[-1])
+        with ctx.timeline.span("race_check", gpu=ctx.gpu):
+            race = run_race_check(ctx, behaviour, ctx.request.seeds[0] + 4099)
         record_stage(
             ctx,
             self.name,

@@ -18,6 +18,7 @@ from kgen.backends.targets import UnknownTargetError, resolve_target
 from kgen.evals.problem.format import load_problem
 from kgen.evals.problem.memory_plan import ReferencePlacement
 from kgen.evals.sandbox.gpu_turns import await_turn, end_turn
+from kgen.evals.timeline import Timeline
 from kgen.evals.timing.baseline_cache import cache_key, cached, file_digest
 from kgen.evals.timing.baselines import BaselineUnavailable, liger_baseline
 from kgen.evals.timing.bench_result import BenchResult
@@ -61,16 +62,22 @@ def _sync_calibration(reference, input_sets, host_reference: bool, torch) -> tup
 
 
 class PhaseClock:
-    """Seconds per phase of the timing stage, each lap ending the phase it names."""
+    """Seconds per phase of the timing stage, each lap ending the phase it names; with a
+    timeline, each phase is also one of its spans (``timing.<phase>``, nested under the stage),
+    marked ``gpu`` where the phase keeps the GPU busy."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeline: Timeline | None = None) -> None:
         self.seconds: dict[str, float] = {}
         self._last = time.monotonic()
+        self._timeline = timeline
+        self._last_epoch = time.time()
 
-    def lap(self, name: str) -> None:
+    def lap(self, name: str, gpu: bool = False) -> None:
         now = time.monotonic()
         self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 3)
         self._last = now
+        if self._timeline is not None:
+            self._last_epoch = self._timeline.lap(name, self._last_epoch, gpu)
 
 
 def _note_cache(outcome, name: str, errors: dict[str, str]) -> None:
@@ -146,7 +153,7 @@ def time_and_judge(ctx: VerifierContext) -> None:
     if not ctx.request.bench:
         return
     started = time.monotonic()
-    phases = PhaseClock()
+    phases = PhaseClock(ctx.timeline)
     torch = ctx.torch
     if ctx.device.type != "cuda":
         record_stage(ctx, "timing", StageStatus.SKIPPED, "timings need a GPU: not measured", started)
@@ -197,9 +204,9 @@ def time_and_judge(ctx: VerifierContext) -> None:
         calibration, calibration_note = _sync_calibration(reference, input_sets, big, torch)
         if calibration_note:
             errors["sync_calibration"] = calibration_note
-        phases.lap("calibration")
+        phases.lap("calibration", gpu=True)
         result, sampler = time_candidate(input_sets, fresh_sets)
-        phases.lap("candidate")
+        phases.lap("candidate", gpu=True)
         measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
         same = _comparable(ctx, problem, torch)
         for name, build in baselines_to_time(ctx, reference, problem):
@@ -216,13 +223,14 @@ def time_and_judge(ctx: VerifierContext) -> None:
                 continue
             measurements[name] = {**outcome.value, "reused": outcome.reused, "age_s": round(outcome.age_s, 1)}
             _note_cache(outcome, name, errors)
-        phases.lap("baselines")
+        # busy unless every baseline was reused from the run's cache (then only files were read)
+        phases.lap("baselines", gpu=any(not m.get("reused", False) for k, m in measurements.items() if k != "candidate"))
     judge_flags(result.flags)
     # Judged after the flags: work left on a side stream also leaves a cloned output unwritten,
     # and deferred work is the better name for it. No switching behaviour once timing starts.
     with torch.no_grad():
         checked = check_timed_outputs(ctx, reference, sampler, input_sets, result.trials, last)
-    phases.lap("recheck")
+    phases.lap("recheck", gpu=True)
     dtype = next((x.dtype for x in input_sets[0] if isinstance(x, torch.Tensor) and x.is_floating_point()), torch.float32)
     sol = None
     try:
@@ -266,7 +274,7 @@ def time_and_judge(ctx: VerifierContext) -> None:
                               "remeasured": measurements["candidate"]},
                 )
         sol = with_measurement(sol, result.median_ms, baseline_ms=eager_ms)
-    phases.lap("sol")
+    phases.lap("sol", gpu=recheck is not None)  # busy when the floor re-measured the candidate
     ctx.report.bench = BenchResult.model_validate({
         "device_name": torch.cuda.get_device_name(ctx.device),
         "sizes": problem.sizes,

@@ -28,7 +28,7 @@ class TrainCheckStage:
             return
         started = time.monotonic()
         info = read_problem(ctx.request.problem_path)
-        with ctx.guard:
+        with ctx.timeline.span("training", gpu=ctx.gpu), ctx.guard:
             result = run_train_check(info, ctx.module.ModelNew, ctx.device, seed=ctx.request.seeds[0])
         raise_guard_violation(ctx)
         ctx.report.train_check = result.model_dump()

@@ -104,3 +104,28 @@ def test_a_path_past_a_size_threshold_is_tried_and_the_threshold_named():
     assert result.rejection is RejectionClass.SHAPE_SPECIALISATION, result.reason
     assert "line 49 of the candidate: `n_cols > 8192`" in result.reason
     assert result.trials[-1].sizes == {"ROWS": 3, "COLS": 12287}
+
+
+def test_the_timeline_accounts_for_the_evaluation_in_order():
+    options = EvalOptions(device="cpu", n_seeds=2, timeout_s=120, distributions=False)
+    result = evaluate(RELU, CANDIDATES / "relu_kernelbench_solution.py", options)
+    assert result.passed, result.reason
+    timeline = result.timeline
+    top = [s.name for s in timeline.top_level()]
+    # every stage has its span, also those with nothing to do (no targets, no training check, no timing)
+    assert top[:16] == ["setup", "take_spare", "size_plan", "request", "cold_start", "startup", "open_context",
+                        "static", "load", "correctness", "compile", "train_check", "timing", "report", "exit",
+                        "read_report"]
+    assert set(top[16:]) <= {"other"}
+    # the top-level spans follow each other: none overlaps the next
+    spans = timeline.top_level()
+    assert all(a.end <= b.start + 0.05 for a, b in zip(spans, spans[1:], strict=False) if b.name != "other")
+    assert timeline.accounted_s() >= 0.9 * result.seconds
+    assert sum(s.seconds for s in spans) == pytest.approx(result.seconds, rel=0.01)
+    nested = [s.name for s in timeline.spans if not s.top_level]
+    assert nested.count("correctness.trial") == len(result.trials)
+    assert nested[0] == "correctness.plan" and nested[-5:] == [
+        "correctness.ghost_check", "correctness.input_sensitivity", "correctness.call_sequence",
+        "correctness.cache_probe", "correctness.race_check"]
+    assert not any(s.gpu for s in timeline.spans)  # nothing keeps a GPU busy on the CPU
+    assert timeline.gpu_busy_fraction() == 0.0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kgen.evals.result import EvalResult, VerifierEvidence, VerifierReport
+from kgen.evals.timeline import Span, Timeline
 from kgen.evals.verdict import RejectionClass, StageResult, StageStatus, Trial, Verdict
 from kgen.evals.verifier.messages import ChildReport
 
@@ -40,7 +41,7 @@ def test_a_result_in_todays_format_is_written_back_byte_for_byte():
 def test_the_report_and_the_result_share_one_declaration_of_the_verifier_fields():
     shared = set(VerifierReport.model_fields)
     assert shared == {"stages", "skipped", "notes", "trials", "kernels", "train_check", "bench", "memory",
-                      "rejection", "inconclusive", "reason"}
+                      "timeline", "rejection", "inconclusive", "reason"}
     assert set(ChildReport.model_fields) == shared | {"finished"}
     for name in shared:
         assert EvalResult.model_fields[name].annotation == ChildReport.model_fields[name].annotation
@@ -59,3 +60,14 @@ def test_the_evidence_of_a_report_is_handed_over_as_it_is_and_the_verdict_is_not
     assert result.stages[0] is stage and result.trials[0] is trial
     assert result.skipped == ["sizes n=1: cannot be built"]
     assert result.rejection is None and result.reason == ""
+
+
+def test_a_timeline_is_written_last_when_it_has_spans_and_left_out_when_it_has_none():
+    result = EvalResult(problem="p", problem_path="p.py", candidate="c.py", backend="triton", device="cpu",
+                        verdict=Verdict.PASSED)
+    assert "timeline" not in json.loads(result.model_dump_json())  # as results saved before timelines
+    result.timeline = Timeline(spans=[Span(name="static", start=1.0, seconds=0.25)])
+    written = json.loads(result.model_dump_json())
+    assert list(written)[-1] == "timeline"
+    assert written["timeline"] == {"spans": [{"name": "static", "start": 1.0, "seconds": 0.25, "gpu": False}]}
+    assert EvalResult.model_validate_json(result.model_dump_json()).timeline == result.timeline

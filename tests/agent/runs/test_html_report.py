@@ -33,6 +33,7 @@ from kgen.agent.runs.html_report import SECTION_IDS, write_report
 from kgen.agent.runs.records import lineage, load_records
 from kgen.agent.runs.summary import BestKernel, Evidence, RunSummary
 from kgen.evals.result import EvalResult
+from kgen.evals.timeline import Span, Timeline
 from kgen.evals.timing.bench_result import BenchResult, Measurement
 from kgen.evals.verdict import OutputComparison, RejectionClass, Trial, Verdict
 
@@ -66,6 +67,13 @@ def _source(block: int, note: str = "") -> str:
             f"        return x  # launch with BLOCK={block}\n")
 
 
+def _timeline(start: float) -> Timeline:
+    """One evaluation's spans: 1 s static, then 3 s of correctness, 2 s of it a trial on the GPU."""
+    return Timeline(spans=[Span(name="static", start=start, seconds=1.0),
+                           Span(name="correctness.trial", start=start + 1.0, seconds=2.0, gpu=True),
+                           Span(name="correctness", start=start + 1.0, seconds=3.0)])
+
+
 def _result(cid: str, ms: float | None, error: float, verdict: Verdict = Verdict.PASSED,
             rejection: RejectionClass | None = None, reason: str = "") -> EvalResult:
     bench = None
@@ -78,7 +86,8 @@ def _result(cid: str, ms: float | None, error: float, verdict: Verdict = Verdict
                               mismatched_fraction=0.0, tolerance_rel_l2=1e-4, passed=error < 1e-4)
     return EvalResult(problem="gelu", problem_path="/nowhere/gelu.py", candidate=f"{cid}.py", backend="triton",
                       device="cuda", targets=["h100"], verdict=verdict, rejection=rejection, reason=reason,
-                      trials=[Trial(seed=1, sizes={"N": 1024}, outputs=[output], passed=error < 1e-4)], bench=bench)
+                      trials=[Trial(seed=1, sizes={"N": 1024}, outputs=[output], passed=error < 1e-4)], bench=bench,
+                      timeline=_timeline(1000.0 + 10.0 * list(CHAIN).index(cid)))
 
 
 #: id -> (task fields, source, time ms (None: rejected), rel. L2 error)
@@ -130,6 +139,8 @@ def make_timed_run(path: Path, *, finished: bool = True) -> RunDirectory:
             targets=["h100"], mode=f"models: {EVIL_MODEL}", device="cuda", stop_reason="budget spent",
             candidates=7, passed=5, rejected={"numerical_mismatch": 1}, no_code=1,
             usage=ledger.model_dump(mode="json"),
+            phase_seconds={"static": 6.0, "correctness.trial": 12.0, "correctness": 18.0},
+            gpu_busy_fraction=0.2222, evaluation_wall_s=54.0,
             best={"h100": BestKernel(target="h100", candidate="g2-c00", module=str(run.best_module("h100")),
                                      origin="model", description="crossover step", device_name=H100, time_ms=0.4,
                                      compile_ms=0.6, speedup_vs_compile=1.5, evidence=evidence,
@@ -166,6 +177,10 @@ def test_a_real_offline_run_gets_every_section_and_its_charts_inline_and_beside_
     assert "not timed: no GPU" in found["progress"] and "not timed: no GPU" in found["margin"]
     assert "offline: no model calls" in found["cost"]
     assert summary["best"]["h100"]["candidate"] in found["kernels"]
+    # where the evaluations' seconds went: every evaluation's phases, none of it GPU time on a CPU
+    assert {"cold_start", "open_context", "correctness", "correctness.trial"} <= set(summary["phase_seconds"])
+    assert summary["gpu_busy_fraction"] == 0.0 and summary["evaluation_wall_s"] > 0
+    assert "<td>correctness</td>" in found["time"] and "GPU busy 0% of the" in found["time"]
     # charts are written beside the page and embedded in it, byte for byte; nothing is fetched
     for name in ("report_progress.png", "report_margin.png"):
         png = (offline_run / name).read_bytes()
@@ -217,6 +232,9 @@ def test_progress_margin_and_operators_read_the_measured_figures(timed_run):
     assert "<td><b>total</b></td><td>5</td><td>7000</td><td>1900</td>" in found["cost"]
     assert "$0.0125" in found["cost"] and "<td>unpriced</td>" in found["cost"]
     assert "7 (5 passed, 1 rejected, 1 without code, 0 pending)" in page
+    assert "<td>static</td><td>6.00</td><td>25%</td>" in found["time"]  # of the 24 top-level seconds
+    assert "<td>&nbsp;&nbsp;correctness.trial</td><td>12.00</td><td>50%</td>" in found["time"]
+    assert "GPU busy 22% of the 54.0 s" in found["time"]
     assert (timed_run.path / "report_progress.png").is_file() and (timed_run.path / "report_margin.png").is_file()
 
 
@@ -236,6 +254,9 @@ def test_an_unfinished_or_empty_run_still_gets_a_page_that_says_so(tmp_path):
     page = write_report(unfinished.path).read_text()
     assert list(sections(page)) == list(SECTION_IDS) and 'id="unfinished"' in page
     assert "best kernel so far" in sections(page)["kernels"] and "g2-c00" in sections(page)["lineage"]
+    # no summary yet: the figures of the evaluations saved so far (six of 1 + 3 s, each 2 s on the GPU)
+    assert "<td>correctness</td><td>18.00</td><td>75%</td>" in sections(page)["time"]
+    assert "GPU busy 22% of the 54.0 s" in sections(page)["time"]
     empty = RunDirectory(tmp_path / "empty")
     empty.path.mkdir()
     empty.write("run.json", json.dumps({"options": {"request": "Triton GELU for H100", "device": "cpu"}}))
@@ -244,6 +265,7 @@ def test_an_unfinished_or_empty_run_still_gets_a_page_that_says_so(tmp_path):
     found = sections(page)
     assert list(found) == list(SECTION_IDS)
     assert 'id="no-candidates"' in page and "offline: no model calls" in found["cost"]
+    assert "no evaluation recorded a timeline" in found["time"]
     assert not list((tmp_path / "elsewhere").glob("*.png"))
 
 

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from kgen.agent.llm.usage import ModelUsage, UsageLedger
-from kgen.agent.runs.summary import BestKernel, Evidence, RunSummary, no_gpu_note, render_summary
+from kgen.agent.runs.summary import (
+    BestKernel,
+    EvaluationTime,
+    Evidence,
+    RunSummary,
+    evaluation_time,
+    no_gpu_note,
+    render_summary,
+)
+from kgen.evals.result import EvalResult
+from kgen.evals.timeline import Span, Timeline
 
 NO_GPU_NOTE = no_gpu_note("triton")
 
@@ -128,3 +139,40 @@ def test_the_cpu_note_says_what_the_backend_could_do_there():
     assert "verified in Triton's CPU interpreter, not timed" in no_gpu_note("triton")
     cute = no_gpu_note("cute")
     assert "compiled for the targets, not run" in cute and "interpreter" not in cute and "--device cuda" in cute
+
+
+def _evaluated(start: float, gpu_s: float, other_s: float = 0.0) -> EvalResult:
+    spans = [Span(name="open_context", start=start, seconds=1.0),
+             Span(name="correctness.trial", start=start + 1.0, seconds=gpu_s, gpu=True),
+             Span(name="correctness", start=start + 1.0, seconds=gpu_s)]
+    if other_s:
+        spans.append(Span(name="other", start=start + 1.0 + gpu_s, seconds=other_s))
+    return EvalResult(problem="softmax", problem_path="p.py", candidate="c.py", backend="triton", device="cuda",
+                      verdict="passed", timeline=Timeline(spans=spans))
+
+
+def test_the_runs_evaluation_time_sums_phases_and_takes_the_union_of_gpu_spans():
+    # two evaluations verified at once (their trials overlap by 1 s), a third after a pause,
+    # and one saved before timelines (it adds nothing)
+    results = [_evaluated(0.0, 3.0), _evaluated(2.0, 3.0, other_s=0.5), _evaluated(15.0, 4.0)]
+    old = EvalResult(problem="softmax", problem_path="p.py", candidate="c.py", backend="triton", device="cuda",
+                     verdict="passed")
+    spent = evaluation_time([*results, old])
+    assert spent.phase_seconds == {"open_context": 3.0, "correctness.trial": 10.0, "correctness": 10.0,
+                                   "other": 0.5}
+    assert spent.evaluation_wall_s == 20.0  # 0 .. 20
+    assert spent.gpu_busy_fraction == pytest.approx((5.0 + 4.0) / 20.0)  # [1, 6] and [16, 20]
+    assert evaluation_time([old]) == EvaluationTime()
+
+
+def test_the_final_table_says_where_the_evaluation_time_went_and_how_busy_the_gpu_was():
+    spent = evaluation_time([_evaluated(0.0, 3.0, other_s=0.5), _evaluated(10.0, 1.0)])
+    text = render(summary(best={"h100": timed_winner()}, **spent.model_dump()))
+    assert "evaluation time by phase" in text
+    lines = [line for line in text.splitlines() if line.startswith("│ ")]
+    phases = [line.split("│")[1].strip() for line in lines if line.split("│")[1].strip() in
+              ("open_context", "correctness", "other", "correctness.trial")]
+    assert phases == ["correctness", "open_context", "other"]  # top level, longest first, the remainder last
+    assert any("correctness" in line and "4.00" in line and "62%" in line for line in lines)  # 4 of 6.5 s
+    assert "GPU busy 33% of the 12.0 s from the first evaluation's start to the last one's end" in text
+    assert "evaluation time" not in render(summary(best={"h100": timed_winner()}))  # an old run: no table

@@ -74,7 +74,7 @@ def test_turns_never_overlap_and_are_all_granted(tmp_path):
     assert all(o.returncode == 0 for o in outcomes), [o.stderr_tail for o in outcomes]
     turns = sorted(span for i in range(3) for span in _lines(tmp_path / f"t{i}.log", "turn"))
     assert len(turns) == 3 and gpu_turns.turns_taken() - taken == 3
-    for (_, end), (start, _) in zip(turns, turns[1:]):
+    for (_, end), (start, _) in zip(turns, turns[1:], strict=False):
         assert start >= end - 0.01, f"turns overlap: {turns}"
 
 

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.timeline import Timeline
 from kgen.evals.verdict import RejectionClass, StageStatus
 from kgen.evals.verifier.load_stage import LoadStage
-from kgen.evals.verifier.timing_stage import TimingStage, baselines_to_time
+from kgen.evals.verifier.timing_stage import PhaseClock, TimingStage, baselines_to_time
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CANDIDATES = FIXTURES / "candidates"
@@ -100,3 +101,18 @@ def test_on_a_gpu_under_the_baseline_job_only_the_candidate_and_the_floor_are_me
     assert set(bench.measurements) == {"candidate"}, bench.measurements
     assert bench.sync_calibration is not None  # still calibrated against the eager reference here
     assert bench.sol is not None and bench.sol["score"] is None  # scored once the job's eager is merged
+
+
+def test_the_phase_clock_also_marks_each_phase_as_a_span_of_the_stage():
+    timeline = Timeline()
+    with timeline.span("timing"):
+        phases = PhaseClock(timeline)
+        phases.lap("setup")
+        phases.lap("candidate", gpu=True)
+        phases.lap("candidate", gpu=True)
+    assert [(s.name, s.gpu) for s in timeline.spans] == [
+        ("timing.setup", False), ("timing.candidate", True), ("timing.candidate", True), ("timing", False)]
+    assert list(phases.seconds) == ["setup", "candidate"]  # the bench's phase_seconds, as before
+    first, second, third, stage = timeline.spans
+    assert first.end == pytest.approx(second.start) and second.end == pytest.approx(third.start)
+    assert stage.start <= first.start and third.end <= stage.end
