@@ -64,6 +64,9 @@ class ChildRequest(BaseModel):
     #: verifier process already (``evals/batch.py`` verifies a batch in parallel, then times
     #: the passed ones one at a time, each alone on the GPU)
     timing_only: bool = False
+    #: the current best candidate's median (ms): the candidate's timing may stop once it is
+    #: clearly slower or faster (``timing/stopping.py``); baselines are never ranked
+    rank_against_ms: float | None = None
 
 
 class ChildReport(VerifierReport):
