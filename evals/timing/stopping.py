@@ -13,7 +13,9 @@ timing is for:
 * **Ranking.** Given the current best candidate's median (``rank_against_ms``), the whole
   interval lies above ``best * (1 + RANK_MARGIN)`` (clearly slower) or below
   ``best * (1 - RANK_MARGIN)`` (clearly faster): whichever way more trials went, the
-  candidate's place against the best would not change.
+  candidate's place against the best would not change. The interval must still be within
+  :data:`RANK_PRECISION` of the median: the median is also what the deferred-work and
+  wall-time checks subtract from their windows, and what the report prints.
 
 Neither before :data:`MIN_SAMPLES` samples (the floor of evidence the other checks rely on),
 and never past the cap the caller planned (the budget): a timing that is still too noisy at
@@ -46,6 +48,12 @@ REL_PRECISION = 0.01
 #: best's own median carries the same ~3% run-to-run drift (it was timed in another process,
 #: perhaps minutes earlier), so a candidate is ranked only where that drift cannot reverse it.
 RANK_MARGIN = 0.03
+#: The widest interval (as a share of the median, each side) a ranking may stop on. The
+#: median is the event time the deferred-work check subtracts from each synced window
+#: (``deferred_work.py``, which flags only hidden time past 20% of it) and the loop's
+#: wall-time check subtracts from its wall time (``loop_wall.py``: 25%); a median known to 5%
+#: leaves both margins at least three quarters of their room, as a full-budget timing did.
+RANK_PRECISION = 0.05
 #: Samples before any stop. At 20 the 95% interval is [x(6), x(15)]: five samples on each side
 #: lie outside it, so a burst from a neighbour or one clock change cannot end a timing; p10 and
 #: p90 (the speedup claim's interval, ``bench_result.py``) are each interpolated between two
@@ -84,6 +92,7 @@ class StoppingRule(BaseModel):
     confidence: float = CONFIDENCE
     rel_precision: float = REL_PRECISION
     rank_margin: float = RANK_MARGIN
+    rank_precision: float = RANK_PRECISION
 
 
 #: the rule every timing uses unless its caller says otherwise
@@ -136,17 +145,19 @@ def decide(samples: Sequence[float], rule: StoppingRule = DEFAULT_RULE,
            rank_against_ms: float | None = None) -> StopDecision:
     """Whether the samples so far settle the timing: never before ``rule.min_samples``; then
     when the median's interval is precise enough, or (given the best's median) lies wholly
-    beyond the best by the margin."""
+    beyond the best by the margin and within the ranking's coarser precision."""
     n = len(samples)
     median = statistics.median(samples) if n else math.nan
     interval = median_interval(samples, rule.confidence)
     if n < rule.min_samples or interval is None:
         return StopDecision(stop=False, samples=n, median_ms=median, interval_ms=interval)
     low, high = interval
+    half_width = max(median - low, high - median)
     reason = None
-    if max(median - low, high - median) <= rule.rel_precision * median:
+    if half_width <= rule.rel_precision * median:
         reason = StopReason.PRECISION
-    elif rank_against_ms is not None and math.isfinite(rank_against_ms) and rank_against_ms > 0:
+    elif (rank_against_ms is not None and math.isfinite(rank_against_ms) and rank_against_ms > 0
+          and half_width <= rule.rank_precision * median):
         if low > rank_against_ms * (1.0 + rule.rank_margin):
             reason = StopReason.RANKED_SLOWER
         elif high < rank_against_ms * (1.0 - rule.rank_margin):

@@ -313,10 +313,10 @@ def test_a_noisy_timing_runs_every_planned_trial_in_rounds():
 
 
 def test_a_candidate_clearly_slower_than_the_best_stops_early():
-    ranked, _ = _scripted(2.0, 0.08, seed=3, rank_against_ms=1.0)
+    ranked, _ = _scripted(2.0, 0.04, seed=3, rank_against_ms=1.0)
     assert ranked.trials == MIN_SAMPLES and ranked.stop_reason is StopReason.RANKED_SLOWER
     assert ranked.rank_against_ms == 1.0
-    alone, _ = _scripted(2.0, 0.08, seed=3)  # a baseline: precision alone
+    alone, _ = _scripted(2.0, 0.04, seed=3)  # a baseline: precision alone
     assert alone.trials > 3 * MIN_SAMPLES and alone.rank_against_ms is None
 
 
