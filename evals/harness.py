@@ -87,6 +87,9 @@ class EvalOptions(BaseModel):
     #: a folder where the baselines' timings are kept for the run (the agent's run directory):
     #: measured once per problem, sizes and device, not once per candidate; None measures afresh
     baseline_cache_dir: str | None = None
+    #: the current best candidate's median (ms) at the timing sizes: the timing stops once the
+    #: candidate is clearly slower or faster (``timing/stopping.py``); None: precision alone
+    rank_against_ms: float | None = None
 
 
 def _validate_targets(names: list[str]) -> list[str]:
@@ -171,6 +174,7 @@ def evaluate(
             baseline_cache_dir=options.baseline_cache_dir,
             turn_dir=str(workdir) if options.gpu_turns else None,
             baselines_by_job=baselines is not None,
+            rank_against_ms=options.rank_against_ms,
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"
         request_path.write_text(request.model_dump_json())

@@ -384,7 +384,10 @@ class Runner:
 
     # -- evaluate --------------------------------------------------------------------
 
-    def eval_options(self, spec: KernelSpec, target: str, *, full: bool) -> EvalOptions:
+    def eval_options(self, spec: KernelSpec, target: str, *, full: bool,
+                     rank_against_ms: float | None = None) -> EvalOptions:
+        """The run's options for one target; ``rank_against_ms`` (the best candidate's median so
+        far) lets a candidate's timing stop once it is clearly slower or faster than that."""
         options = agent_eval_options(
             self.device, spec.backend, target, full=full, train_check=self.options.train_check,
             timeout_s=self.options.eval_timeout_s, run_path=self.run.path,
@@ -392,7 +395,8 @@ class Runner:
         )
         # every candidate is cross-compiled for every target of the run: one made for H100 may
         # serve MI300X too (its archive takes it if it compiles there; timed only where present)
-        return options.model_copy(update={"also_compile_for": [t for t in spec.targets if t != target]})
+        return options.model_copy(update={"also_compile_for": [t for t in spec.targets if t != target],
+                                          "rank_against_ms": rank_against_ms})
 
     def load_eval(self, candidate_id: str, name: str = "eval.json") -> EvalResult | None:
         return self.run.load_eval(candidate_id, name)
@@ -424,8 +428,12 @@ class Runner:
 
         for target in dict.fromkeys(r.target for r in todo):
             group = [i for i, r in enumerate(todo) if r.target == target]
+            # candidates are timed against the best so far: a clearly slower one stops early
+            best = best_for(state.records, target)
+            best_ms = best[0].time_on(target) if best else None
             evaluate_batch(state.spec.problem, [self.run.candidate_source(todo[i].id) for i in group],
-                           self.eval_options(state.spec, target, full=not self.device.is_gpu),
+                           self.eval_options(state.spec, target, full=not self.device.is_gpu,
+                                             rank_against_ms=best_ms),
                            on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
                            stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
         if left := sum(1 for r in todo if r.id not in results):

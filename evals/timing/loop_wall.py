@@ -75,6 +75,24 @@ class LoopJudgement(BaseModel):
     flag: str | None = None
 
 
+def combine_rounds(rounds: Sequence[LoopWall]) -> LoopWall:
+    """The rounds of one timed loop (``stopping.py``: each ends with a synchronize, to read its
+    samples) as one loop: their times summed, their samples in order. The gaps between rounds
+    (reading the events, deciding) are left out: they are the host's, not the loop's. Work left
+    behind in a round is waited for by that round's synchronize, so it is in that round's wall
+    time; each round's own start and end lag is spread over its trials, at least
+    ``stopping.MIN_SAMPLES`` of them in the first and more in every later one."""
+    if not rounds:
+        raise ValueError("no round to combine")
+    return LoopWall(
+        host_issue_ms=sum(r.host_issue_ms for r in rounds),
+        wall_ms=sum(r.wall_ms for r in rounds),
+        flush_ms=rounds[0].flush_ms,
+        event_samples_ms=[ms for r in rounds for ms in r.event_samples_ms],
+        bookkeeping_ms=sum(r.bookkeeping_ms for r in rounds),
+    )
+
+
 def unaccounted_ms(loop: LoopWall) -> float:
     """Wall time per trial beyond what the host's issuing or the device's timed work explains."""
     if loop.trials == 0:

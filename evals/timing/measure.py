@@ -9,12 +9,29 @@ and the eager / ``torch.compile`` baselines alike, in the same process):
 * **Trials fit the budget.** trials = budget / (L2-flush time + median
   warm-up call after the first), clamped to ``[min_trials, max_trials]``.
   The first warm-up call is left out of the estimate when there are others:
-  it carries compilation and autotuning.
-* **CUDA events, one pair per trial, read once.** Each trial records its own
-  start and end event on the stream that was current when timing began;
-  nothing is read until one final ``torch.cuda.synchronize()``, so reading a
-  timer never stalls the queue between trials. The median is reported (with
-  mean, min, p10, p90).
+  it carries compilation and autotuning. That is the cap.
+* **Trials stop when they know** (``stopping.py``). The timed trials run in
+  rounds (the stopping rule's floor, ``MIN_SAMPLES``, first; then half again
+  the trials so far); after each, the median's distribution-free confidence
+  interval is read, and the loop stops once it is within 1% of the median, or,
+  given ``rank_against_ms`` (the current best candidate's median), once it lies
+  wholly beyond the best by the ranking margin; else at the cap. The result
+  says how many trials ran, of how many planned, and why it stopped
+  (``stop_reason``). What every check gets whatever the stop: at least
+  ``MIN_SAMPLES`` timed trials (or every planned one where fewer fit the
+  budget), as before any stop was possible; the deferred-work windows sized by
+  the planned trials, not by those that ran (``sync_windows``), so that check
+  gets exactly the evidence a full-budget timing gives it; the timed-output
+  check's calls drawn uniformly among the trials that ran (reservoir sampling,
+  ``timed_samples.py``); the loop's wall time judged over all its rounds
+  (``loop_wall.combine_rounds``); and the speed-of-light re-check re-timed with
+  the precision rule alone (``timing_stage.py``).
+* **CUDA events, one pair per trial, read once per round.** Each trial records
+  its own start and end event on the stream that was current when timing
+  began; nothing is read until the round's one final
+  ``torch.cuda.synchronize()``, so reading a timer never stalls the queue
+  between trials of a round. The median is reported (with mean, min, p10,
+  p90 and the median's confidence interval).
 * **L2 flushed before each trial** by writing (``zero_``) a buffer of twice
   the device's L2 (``get_device_properties().L2_cache_size``; a 256 MB buffer
   when the property is missing), enqueued before the start event.
@@ -78,7 +95,7 @@ import time
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from pydantic import Field
@@ -92,7 +109,15 @@ from kgen.evals.timing.deferred_work import (
     needs_remeasure,
 )
 from kgen.evals.timing.l2_state import reset_persisting_l2
-from kgen.evals.timing.loop_wall import LoopWall, judge_loops, needs_another_loop
+from kgen.evals.timing.loop_wall import LoopWall, combine_rounds, judge_loops, needs_another_loop
+from kgen.evals.timing.stopping import (
+    DEFAULT_RULE,
+    StoppingRule,
+    StopReason,
+    decide,
+    median_interval,
+    next_round,
+)
 from kgen.evals.timing.timed_samples import InputOrder, TimedSampler
 from kgen.evals.verdict import ResultModel
 
@@ -118,6 +143,16 @@ class TimingResult(ResultModel):
     p90_ms: float
     #: timed trials (event pairs) the statistics above come from
     trials: int
+    #: the trials the budget allowed (the cap); ``trials`` is fewer when the stopping rule stopped
+    planned_trials: int = 0
+    #: why the timed trials ended (``stopping.StopReason``)
+    stop_reason: StopReason = StopReason.CAP
+    #: rounds the timed trials ran in (one synchronize and one read of the events each)
+    rounds: int = 1
+    #: the median's distribution-free confidence interval (ms; ``stopping.median_interval``)
+    median_interval_ms: tuple[float, float] | None = None
+    #: the best candidate's median the trials were ranked against (ms); None: precision alone
+    rank_against_ms: float | None = None
     #: untimed calls before the first trial
     warmup: int
     #: distinct input sets the calls were drawn from (in a random order)
@@ -291,6 +326,13 @@ def plan_trials(per_trial_s: float, budget_s: float, min_trials: int, max_trials
     return max(min_trials, min(max_trials, int(budget_s / per_trial_s)))
 
 
+def sync_windows(planned_trials: int) -> int:
+    """Synced windows per deferred-work series: a fifth of the planned trials, 5 to 50. Sized
+    by the trials the budget allowed, not by those an early stop ran: the deferred-work check
+    gets the same evidence however soon the median is known."""
+    return max(5, min(50, planned_trials // 5))
+
+
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile ``q`` in [0, 100] of already sorted values."""
     if not sorted_values:
@@ -415,7 +457,8 @@ def _check_arguments(input_sets: Sequence[Sequence[Any]], budget_s: float, warmu
 def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *,
                  budget_s: float, warmup: int, min_trials: int, max_trials: int,
                  check_sync: bool, calibration: SyncCalibration | None = None,
-                 sampler: TimedSampler | None = None) -> TimingResult:
+                 sampler: TimedSampler | None = None, stopping: StoppingRule | None = DEFAULT_RULE,
+                 rank_against_ms: float | None = None) -> TimingResult:
     call = _Caller(fn, input_sets)
     flags = timer_integrity() + input_reuse_flags(call.sets)
 
@@ -448,20 +491,22 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
     # A flush timed around a synchronize on an idle device: at least its device time (the
     # median leaves out the first, which may load the fill kernel).
     flush_ms = statistics.median(flush_warm_s[1:] or flush_warm_s) * 1000.0
-    if sampler is not None:
-        sampler.choose(trials)
-    samples, loop, stopped = _timed_trials(clock, call, trials, min_trials, budget_s, flush_ms, sampler)
-    if stopped:
-        flags.append(stopped)
+    run = _adaptive_trials(clock, call, trials, min_trials, budget_s, flush_ms, sampler, stopping, rank_against_ms)
+    samples = run.samples
+    late = run.reason is StopReason.BUDGET_EXCEEDED
+    if late:
+        flags.append(f"budget_exceeded: stopped after {len(samples)} of {trials} planned trials")
     stats = _stats(samples)
     loop_judgement = None
     if check_sync:
         # The loop's own wall time must be explained by its events and flushes: work left
         # behind only while the calls come back to back is not seen by the synced windows.
-        # A loop that is not explained is timed again, fresh, before anything is flagged.
-        loops = [loop]
+        # A loop that is not explained is timed again, fresh (as many trials as the first
+        # ran, in one round), before anything is flagged.
+        loops = [run.loop]
         while needs_another_loop(loops):
-            loops.append(_timed_trials(clock, call, trials, min_trials, budget_s, flush_ms)[1])
+            loops.append(_timed_trials(clock, call, len(samples), min_trials, _deadline(clock, budget_s),
+                                       flush_ms)[1])
         loop_judgement = judge_loops(loops)
         if loop_judgement.flag:
             flags.append(loop_judgement.flag)
@@ -473,7 +518,7 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
         # Same window with a device-wide synchronize before the end event, interleaved with
         # the same window around no call (the synchronize's own cost). A series that flags is
         # measured again, fresh: one disturbed series never rejects a kernel.
-        sync_trials = max(5, min(50, len(samples) // 5))
+        sync_trials = sync_windows(len(samples) if late else trials)
         series = [_sync_series(clock, call, sync_trials)]
         while needs_remeasure(stats["median_ms"], series, calibration):
             series.append(_sync_series(clock, call, sync_trials))
@@ -494,6 +539,11 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
     return TimingResult(
         **stats,
         trials=len(samples),
+        planned_trials=trials,
+        stop_reason=run.reason,
+        rounds=run.rounds,
+        median_interval_ms=median_interval(samples, (stopping or DEFAULT_RULE).confidence),
+        rank_against_ms=rank_against_ms,
         warmup=warmup,
         input_sets=len(call.sets),
         l2_flush_bytes=clock.flush_bytes,
@@ -513,21 +563,62 @@ def _timing_loop(clock: Any, fn: Callable[..., Any], input_sets: Sequence[Sequen
     )
 
 
-def _timed_trials(clock: Any, call: _Caller, trials: int, min_trials: int, budget_s: float,
-                  flush_ms: float, sampler: TimedSampler | None = None
-                  ) -> tuple[list[float], LoopWall, str | None]:
-    """One timed loop: an event pair per trial, nothing read until one final synchronize. Also
-    the loop's host-clock stamps (``loop_wall.py`` judges them) and, when it stopped early, why.
+class _TimedRun(NamedTuple):
+    """The timed trials of one timing, over all their rounds."""
+
+    samples: list[float]
+    #: the rounds as one loop (``loop_wall.combine_rounds``)
+    loop: LoopWall
+    reason: StopReason
+    rounds: int
+
+
+def _deadline(clock: Any, budget_s: float) -> float:
+    """When a timed loop stops past its minimum: a host-bound fn far slower than its warm-up."""
+    return clock.now() + 2 * budget_s + 1.0
+
+
+def _adaptive_trials(clock: Any, call: _Caller, cap: int, min_trials: int, budget_s: float, flush_ms: float,
+                     sampler: TimedSampler | None, stopping: StoppingRule | None,
+                     rank_against_ms: float | None) -> _TimedRun:
+    """Rounds of timed trials (``stopping.next_round``) until the stopping rule settles the
+    median, the ``cap`` is reached or the deadline passes; without a rule, one round of ``cap``
+    trials. Each round is read after its own final synchronize, never between its trials."""
+    deadline = _deadline(clock, budget_s)
+    floor = stopping.min_samples if stopping is not None else cap
+    samples: list[float] = []
+    rounds: list[LoopWall] = []
+    reason = StopReason.CAP
+    while size := next_round(len(samples), cap, floor):
+        got, loop, late = _timed_trials(clock, call, size, min_trials, deadline, flush_ms, sampler,
+                                        first_trial=len(samples))
+        samples += got
+        rounds.append(loop)
+        if late:
+            reason = StopReason.BUDGET_EXCEEDED
+            break
+        if stopping is not None and (decision := decide(samples, stopping, rank_against_ms)).stop:
+            reason = decision.reason or reason
+            break
+    return _TimedRun(samples=samples, loop=combine_rounds(rounds), reason=reason, rounds=len(rounds))
+
+
+def _timed_trials(clock: Any, call: _Caller, trials: int, min_trials: int, deadline: float,
+                  flush_ms: float, sampler: TimedSampler | None = None, first_trial: int = 0
+                  ) -> tuple[list[float], LoopWall, bool]:
+    """One timed loop (or round): an event pair per trial, nothing read until one final
+    synchronize. Also the loop's host-clock stamps (``loop_wall.py`` judges them) and whether it
+    stopped at the ``deadline`` (never before ``min_trials`` counting the ``first_trial`` trials
+    of earlier rounds). Trials are numbered from ``first_trial`` for the ``sampler``.
 
     A trial the ``sampler`` chose gets fresh input values before its flush and its outputs
     cloned after its end event, each copy inside an event pair of its own: device time the
     loop's wall-time check counts as kgen's, not as work the candidate left behind."""
     events = [(clock.event(), clock.event()) for _ in range(trials)]
     bookkeeping: list[tuple[Any, Any]] = []
-    deadline = clock.now() + 2 * budget_s + 1.0  # host-bound fn far slower than its warm-up
-    done, stopped = 0, None
+    done, late = 0, False
     began = clock.now()
-    for trial, (start, end) in enumerate(events):
+    for trial, (start, end) in enumerate(events, start=first_trial):
         index = call.order.next()
         sampled = sampler is not None and sampler.wants(trial)
         if sampled:
@@ -546,8 +637,8 @@ def _timed_trials(clock: Any, call: _Caller, trials: int, min_trials: int, budge
             clock.record(bookkeeping[-1][1])
         del result
         done += 1
-        if done >= min_trials and clock.now() > deadline:
-            stopped = f"budget_exceeded: stopped after {done} of {trials} planned trials"
+        if first_trial + done >= min_trials and clock.now() > deadline:
+            late = True
             break
     issued = clock.now()
     clock.synchronize()
@@ -556,7 +647,7 @@ def _timed_trials(clock: Any, call: _Caller, trials: int, min_trials: int, budge
     loop = LoopWall(host_issue_ms=(issued - began) * 1000.0, wall_ms=(ended - began) * 1000.0,
                     flush_ms=flush_ms, event_samples_ms=samples,
                     bookkeeping_ms=sum(clock.elapsed_ms(s, e) for s, e in bookkeeping))
-    return samples, loop, stopped
+    return samples, loop, late
 
 
 def _sync_series(clock: Any, call: Callable[[], Any], n: int) -> SyncSeries:
@@ -624,9 +715,15 @@ def _device_index(device: int | str | torch.device | None) -> int:
 def time_on_gpu(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *, budget_s: float = 1.0,
                 warmup: int = 3, min_trials: int = 10, max_trials: int = 500,
                 check_sync: bool = True, calibration: SyncCalibration | None = None,
-                sampler: TimedSampler | None = None) -> TimingResult:
+                sampler: TimedSampler | None = None, stopping: StoppingRule | None = DEFAULT_RULE,
+                rank_against_ms: float | None = None) -> TimingResult:
     """Time ``fn(*input_sets[i])``, ``i`` drawn at random per call, on the current CUDA device
     (see the module doc).
+
+    The timed trials stop once ``stopping`` (``stopping.StoppingRule``) says the median is
+    settled: precise enough, or, given ``rank_against_ms`` (the current best candidate's
+    median), clearly slower or faster than it; at the budget's cap otherwise. ``stopping=None``
+    runs every planned trial. Baselines pass no ``rank_against_ms``: they are never ranked.
 
     ``calibration`` (from :func:`calibrate_sync`) is what the deferred-work check judges
     against; without it the check falls back to the call's own bare-synchronize spread.
@@ -641,7 +738,8 @@ def time_on_gpu(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], *, 
     clock = _CudaClock(device)
     return _timing_loop(clock, fn, input_sets, budget_s=budget_s, warmup=warmup,
                         min_trials=min_trials, max_trials=max_trials, check_sync=check_sync,
-                        calibration=calibration, sampler=sampler)
+                        calibration=calibration, sampler=sampler, stopping=stopping,
+                        rank_against_ms=rank_against_ms)
 
 
 def measure_copy_bandwidth(device: int | str | torch.device | None = None, nbytes: int = 2**30) -> float:

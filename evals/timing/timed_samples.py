@@ -10,7 +10,9 @@ order, a version counter, the number of calls so far. Two things take that away:
   gets a set other than the one of the call before it (so no call reuses the last call's
   buffers), chosen uniformly among the others.
 * **A random few of the timed calls are checked** (:class:`TimedSampler`): which ones is
-  drawn from the same private generator once the number of trials is known. Just before a
+  drawn from the same private generator as the calls come, by reservoir sampling, so that
+  whenever the timing stops (its length depends on the spread of its samples:
+  ``stopping.py``) the kept calls are a uniform draw among the calls that ran. Just before a
   chosen call (before its L2 flush and its start event), its input buffers are overwritten
   in place with values the buffers have not held before (one of the *fresh* input sets,
   which the candidate never sees as buffers of their own); just after the call's end event,
@@ -83,25 +85,42 @@ def _tensors(args: Sequence[Any]) -> list[torch.Tensor]:
 
 
 class TimedSampler:
-    """The timed calls checked afterwards, fresh values for their inputs, their outputs kept."""
+    """The timed calls checked afterwards, fresh values for their inputs, their outputs kept.
+
+    Which calls: reservoir sampling (Vitter's algorithm R) over the calls as they come. The
+    first ``count`` are taken; call ``t`` after them (0-based) is taken with probability
+    ``count / (t + 1)`` and its outputs replace one of the kept ones, drawn at random. After
+    any number of calls the kept ones are a uniform draw of ``count`` among them, so a timing
+    that stops early checks as fairly as one that runs to its cap, and never more than
+    ``count`` cloned outputs are held. A call that is taken and later replaced still had its
+    buffers given fresh values: one more call on values it could not have cached."""
 
     def __init__(self, fresh_sets: Sequence[Sequence[Any]] = (), count: int = SAMPLED_CALLS,
                  rng: random.Random | None = None):
         self.fresh_sets = [tuple(s) for s in fresh_sets]
         self.count = count
         self._rng = rng or private_rng()
-        self.chosen: frozenset[int] = frozenset()
+        #: the kept calls (at most ``count``)
         self.samples: list[TimedSample] = []
         #: input set -> the fresh set whose values its buffers hold now (absent: its own)
         self.holds: dict[int, int] = {}
         self._pending: TimedSample | None = None
+        self._next_trial = 0
 
-    def choose(self, trials: int) -> None:
-        """Draw which of ``trials`` timed calls are checked."""
-        self.chosen = frozenset(self._rng.sample(range(trials), min(self.count, trials)))
+    @property
+    def chosen(self) -> frozenset[int]:
+        """The timed calls (0-based trials) whose outputs are kept now."""
+        return frozenset(sample.trial for sample in self.samples)
 
     def wants(self, trial: int) -> bool:
-        return trial in self.chosen
+        """Whether call ``trial`` is taken; asked once per timed call, in order (the draw for
+        call ``t`` is fair only given one draw for each call before it)."""
+        if trial != self._next_trial:
+            raise ValueError(f"asked about timed call {trial}, expected call {self._next_trial}")
+        self._next_trial += 1
+        if trial < self.count:
+            return True
+        return self.count > 0 and self._rng.randrange(trial + 1) < self.count
 
     def before(self, trial: int, input_set: int, args: Sequence[Any]) -> None:
         """Values the buffers of ``args`` have not held before, written in place (enqueued on
@@ -128,6 +147,8 @@ class TimedSampler:
                                      for o in flatten_outputs(result)]
         self.samples.append(self._pending)
         self._pending = None
+        if len(self.samples) > self.count:  # the new call replaces one kept before it, drawn at random
+            del self.samples[self._rng.randrange(len(self.samples) - 1)]
 
     def inputs_of(self, sample: TimedSample, input_sets: Sequence[Sequence[Any]]) -> Sequence[Any]:
         """The values a sampled call was given: its fresh set, or its input set's own values

@@ -67,6 +67,9 @@ class ChildRequest(BaseModel):
     #: (``timing/baseline_merge.py``): this process times only the candidate (and the device's
     #: ceilings for the speed-of-light floor), and writes no figure it is compared with
     baselines_by_job: bool = False
+    #: the current best candidate's median (ms): the candidate's timing may stop once it is
+    #: clearly slower or faster (``timing/stopping.py``); baselines are never ranked
+    rank_against_ms: float | None = None
 
 
 class ChildReport(VerifierReport):

@@ -181,11 +181,13 @@ def time_and_judge(ctx: VerifierContext) -> None:
         last["args"], last["out"] = args, candidate(*args)
         return last["out"]
 
-    def time_candidate(sets: list[list[Any]], fresh: list[list[Any]]) -> tuple[Any, TimedSampler]:
+    def time_candidate(sets: list[list[Any]], fresh: list[list[Any]],
+                       rank_against_ms: float | None) -> tuple[Any, TimedSampler]:
         sampler = TimedSampler(fresh)
         raise_if_tampered(ctx, "before timing")
         with ctx.guard:
-            timed = time_on_gpu(timed_candidate, sets, budget_s=2.0, calibration=calibration, sampler=sampler)
+            timed = time_on_gpu(timed_candidate, sets, budget_s=2.0, calibration=calibration, sampler=sampler,
+                                rank_against_ms=rank_against_ms)
         raise_guard_violation(ctx)
         raise_if_tampered(ctx, "while timing")
         return timed, sampler
@@ -205,14 +207,17 @@ def time_and_judge(ctx: VerifierContext) -> None:
         if calibration_note:
             errors["sync_calibration"] = calibration_note
         phases.lap("calibration", gpu=True)
-        result, sampler = time_candidate(input_sets, fresh_sets)
+        # Ranked against the current best when there is one: the timing may stop once the
+        # candidate is clearly slower or faster (``timing/stopping.py``).
+        result, sampler = time_candidate(input_sets, fresh_sets, ctx.request.rank_against_ms)
         phases.lap("candidate", gpu=True)
         measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
         same = _comparable(ctx, problem, torch)
         for name, build in baselines_to_time(ctx, reference, problem):
             try:
                 outcome = cached(reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), cache_key(**same, baseline=name),
-                                 # a baseline is honest by construction: no deferred-work series
+                                 # a baseline is honest by construction: no deferred-work series;
+                                 # it is never ranked against a candidate: the precision rule alone
                                  lambda build=build: time_on_gpu(build(), input_sets, budget_s=2.0,
                                                                  check_sync=False).model_dump())
             except BaselineUnavailable as exc:
@@ -254,7 +259,8 @@ def time_and_judge(ctx: VerifierContext) -> None:
             last.clear()
             sets, fresh = timing_inputs(ctx, problem, seed + 7000)
             with torch.no_grad():
-                result, sampler = time_candidate(sets, fresh)
+                # judged against the floor, not the best: the precision rule alone
+                result, sampler = time_candidate(sets, fresh, None)
                 judge_flags(result.flags)
                 checked += check_timed_outputs(ctx, reference, sampler, sets, result.trials, last)
             return result.median_ms, result.l2_state
@@ -296,5 +302,6 @@ def time_and_judge(ctx: VerifierContext) -> None:
     pct = f"{sol.pct_of_sol:.0f}% of speed-of-light" if sol is not None and sol.pct_of_sol is not None else ""
     figures = ", ".join(part for part in (speedups, pct) if part)
     record_stage(ctx, "timing", StageStatus.PASSED,
-                 f"median {result.median_ms:.4f} ms{f' ({figures})' if figures else ''}; {checked} timed call(s) "
+                 f"median {result.median_ms:.4f} ms{f' ({figures})' if figures else ''} from {result.trials} of "
+                 f"{result.planned_trials} planned trials (stopped: {result.stop_reason.value}); {checked} timed call(s) "
                  "drawn at random matched the fp64 reference", started)

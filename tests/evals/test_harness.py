@@ -129,3 +129,27 @@ def test_the_timeline_accounts_for_the_evaluation_in_order():
         "correctness.cache_probe", "correctness.race_check"]
     assert not any(s.gpu for s in timeline.spans)  # nothing keeps a GPU busy on the CPU
     assert timeline.gpu_busy_fraction() == 0.0
+
+
+class _Captured(Exception):
+    """Raised by the stand-in for the child, once it has read the request."""
+
+
+@pytest.mark.parametrize("rank_against_ms", [0.25, None])
+def test_the_best_candidates_median_reaches_the_childs_request(monkeypatch, rank_against_ms):
+    """``EvalOptions.rank_against_ms`` is what the child's timing stage ranks the candidate
+    against (``timing/stopping.py``); the request carries it unchanged, None included."""
+    from kgen.evals import harness
+    from kgen.evals.verifier.messages import ChildRequest
+
+    seen = {}
+
+    def child(module, args, *_, **__):
+        seen["request"] = ChildRequest.model_validate_json(Path(args[0]).read_text())
+        raise _Captured
+
+    monkeypatch.setattr(harness, "run_python_module", child)
+    options = CPU.model_copy(update={"rank_against_ms": rank_against_ms, "bench": True})
+    with pytest.raises(_Captured):
+        evaluate(RELU, CANDIDATES / "relu_kernelbench_solution.py", options)
+    assert seen["request"].rank_against_ms == rank_against_ms and seen["request"].bench

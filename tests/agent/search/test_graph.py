@@ -226,6 +226,26 @@ def test_the_search_stops_at_the_asked_share_of_speed_of_light(tmp_path):
     assert Runner(run, options).select(state)["stop_reason"] == "80% of speed-of-light reached"
 
 
+def test_candidates_are_timed_against_the_best_so_far_and_the_winner_is_not(tmp_path, monkeypatch):
+    """A generation's batch carries the best passed candidate's median for its target, so a
+    clearly slower candidate's timing can stop early (``evals/timing/stopping.py``); the first
+    generation has none, and the winner's full verification is timed on precision alone."""
+    from kgen.agent.candidates import CandidateRecord
+    from kgen.agent.search import graph
+
+    seen = []
+    monkeypatch.setattr(graph, "evaluate_batch", lambda problem, sources, options, **_: seen.append(options))
+    run = RunDirectory(tmp_path)
+    runner = Runner(run, RunOptions(request="softmax", models=[], budget=4, generations=2, device="cpu"))
+    pending = CandidateRecord(id="g1-c00", generation=1, target="h100", kind="sweep", origin="mutation")
+    runner.evaluate(RunState(spec=SOFTMAX_H100, candidates={"g1-c00": pending}))
+    assert seen[-1].rank_against_ms is None
+    timed = {"g0-c00": _timed("g0-c00", 2.0, "baseline"), "g0-c01": _timed("g0-c01", 1.5), "g1-c00": pending}
+    runner.evaluate(RunState(spec=SOFTMAX_H100, candidates=timed))
+    assert seen[-1].rank_against_ms == 1.5
+    assert runner.eval_options(SOFTMAX_H100, "h100", full=True).rank_against_ms is None
+
+
 # -- failures leave something to inspect ------------------------------------------------------
 
 BROKEN_PROBLEM = SQUARED_RELU.replace("return torch.relu(x).pow(2)", "return torch.relu(x).pow(2) + undefined_name")

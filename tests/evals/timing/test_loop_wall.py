@@ -13,6 +13,7 @@ import pytest
 from kgen.evals.timing.loop_wall import (
     LOOP_SERIES,
     LoopWall,
+    combine_rounds,
     judge_loops,
     loop_flags,
     needs_another_loop,
@@ -119,3 +120,49 @@ def test_kgens_own_copies_between_trials_are_accounted_for():
     assert loop_flags(loop)  # 7 ms nobody accounted for
     with_copies = loop.model_copy(update={"bookkeeping_ms": 7.0})
     assert unaccounted_ms(with_copies) == pytest.approx(0.0) and not loop_flags(with_copies)
+
+
+#: the round sizes of a 200-trial timing that never settles (``stopping.next_round``)
+ROUNDS = [20, 10, 15, 23, 34, 51, 47]
+
+
+def _rounds(rng, **case):
+    """One timing's loop as rounds, each starting on an idle device (the round before ended
+    with a synchronize), combined the way the timing loop combines them."""
+    return combine_rounds([simulate(rng, **case, n=n) for n in ROUNDS])
+
+
+@pytest.mark.parametrize("case", HONEST, ids=["tiny_2.1x", "slow_wrapper", "long_kernel", "rmsnorm_bwd",
+                                              "alternating", "host_bound", "host_stalls"])
+def test_honest_loops_in_rounds_never_flag(case):
+    """Each round's start and end lag (the device idle while the host issues its first trial,
+    the final synchronize) is spread over the round's trials: no honest loop flags for it."""
+    rng = random.Random(12)
+    for _ in range(20):
+        loops = [_rounds(rng, **case) for _ in range(LOOP_SERIES)]
+        assert not any(loop_flags(w) for w in loops), [unaccounted_ms(w) for w in loops]
+
+
+@pytest.mark.parametrize(
+    ("case", "deferred_ms"),
+    [(dict(host_ms=0.015, gpu_ms=0.002), 1.0), (dict(host_ms=0.02, gpu_ms=0.5), 0.5),
+     (dict(host_ms=0.02, gpu_ms=1.0), 0.4), (dict(host_ms=0.02, gpu_ms=0.01), 0.05)],
+    ids=["side_stream", "thread_half", "long_kernel_30pct", "small_hidden_5x"],
+)
+def test_work_left_behind_in_rounds_is_flagged(case, deferred_ms):
+    """Each round's synchronize waits for what its calls left behind: the rounds' summed wall
+    time holds all of it."""
+    rng = random.Random(5)
+    loops = [_rounds(rng, **case, deferred_ms=deferred_ms) for _ in range(LOOP_SERIES)]
+    assert judge_loops(loops).flagged, [unaccounted_ms(w) for w in loops]
+
+
+def test_rounds_combine_by_summing_their_times_and_keeping_their_samples_in_order():
+    a = LoopWall(host_issue_ms=1.0, wall_ms=2.0, flush_ms=0.05, event_samples_ms=[0.1, 0.2], bookkeeping_ms=0.3)
+    b = LoopWall(host_issue_ms=0.5, wall_ms=1.5, flush_ms=0.05, event_samples_ms=[0.3])
+    both = combine_rounds([a, b])
+    assert (both.host_issue_ms, both.wall_ms, both.bookkeeping_ms) == (1.5, 3.5, 0.3)
+    assert both.event_samples_ms == [0.1, 0.2, 0.3] and both.trials == 3 and both.flush_ms == 0.05
+    assert combine_rounds([a]) == a
+    with pytest.raises(ValueError):
+        combine_rounds([])

@@ -4,6 +4,8 @@ The timing loop's logic (rotation, trial budget, the sync-ratio flag) runs here 
 fake clock whose "device" is the host; the real thing is in the tests marked ``gpu``.
 """
 
+import math
+import random
 import threading
 import time
 
@@ -17,11 +19,13 @@ from kgen.evals.timing.measure import (
     measure_copy_bandwidth,
     measure_matmul_tflops,
     plan_trials,
+    sync_windows,
     thread_snapshot,
     threads_flag,
     time_on_gpu,
     timer_integrity,
 )
+from kgen.evals.timing.stopping import MIN_SAMPLES, StoppingRule, StopReason
 
 CUDA = torch.cuda.is_available()
 
@@ -260,6 +264,106 @@ def test_work_left_behind_only_in_the_timed_loop_is_flagged_by_its_wall_time():
 
     honest = _loop(lambda: time.sleep(0.003), [()], clock=clock)
     assert not honest.has_flag("deferred_work") and len(honest.loop_unaccounted_ms) == 1, honest.flags
+
+
+class ScriptedClock(FakeClock):
+    """Trials read the times ``draw`` gives (ms), whatever the call did: the stopping rule's
+    inputs under the test's control (no synced windows, no sampler: only trials read events)."""
+
+    def __init__(self, draw):
+        super().__init__()
+        self.draw = draw
+        self.synchronizes = 0
+
+    def elapsed_ms(self, start, end):
+        return self.draw()
+
+    def synchronize(self):
+        self.synchronizes += 1
+        super().synchronize()
+
+
+#: synchronizes before the timed trials with two warm-up calls (``_loop``'s default)
+BEFORE_TRIALS = 1 + 1 + 2 * 2
+
+
+def _scripted(median, spread, seed=0, **kw):
+    rng = random.Random(seed)
+    clock = ScriptedClock(lambda: median * math.exp(rng.gauss(0.0, spread)))
+    options = dict(budget_s=5.0, max_trials=400, check_sync=False)
+    options.update(kw)
+    return _loop(lambda: None, [()], clock=clock, **options), clock
+
+
+def test_a_tight_timing_stops_at_the_floor_and_says_why():
+    result, clock = _scripted(1.0, 0.002)
+    assert result.trials == MIN_SAMPLES and result.planned_trials == 400 and result.rounds == 1
+    assert result.stop_reason is StopReason.PRECISION and not result.has_flag("budget_exceeded")
+    low, high = result.median_interval_ms
+    assert low <= result.median_ms <= high
+    # one synchronize per round: the events are read once per round, never between its trials
+    # before the trials: one to start, one around the flush probe, two per warm-up call
+    assert clock.synchronizes == BEFORE_TRIALS + 1
+
+
+def test_a_noisy_timing_runs_every_planned_trial_in_rounds():
+    result, clock = _scripted(1.0, 0.3)
+    assert result.trials == result.planned_trials == 400 and result.stop_reason is StopReason.CAP
+    assert 2 < result.rounds <= 10 and clock.synchronizes == BEFORE_TRIALS + result.rounds
+
+
+def test_a_candidate_clearly_slower_than_the_best_stops_early():
+    ranked, _ = _scripted(2.0, 0.04, seed=3, rank_against_ms=1.0)
+    assert ranked.trials == MIN_SAMPLES and ranked.stop_reason is StopReason.RANKED_SLOWER
+    assert ranked.rank_against_ms == 1.0
+    alone, _ = _scripted(2.0, 0.04, seed=3)  # a baseline: precision alone
+    assert alone.trials > 3 * MIN_SAMPLES and alone.rank_against_ms is None
+
+
+def test_without_a_stopping_rule_every_planned_trial_runs_in_one_round():
+    result, clock = _scripted(1.0, 0.002, stopping=None)
+    assert result.trials == 400 and result.rounds == 1 and result.stop_reason is StopReason.CAP
+
+
+def test_an_early_stop_keeps_the_deferred_work_windows_of_the_planned_trials():
+    """The synced windows are sized by the budget's trials (400 here: 50 windows), not by the 20
+    an early stop ran; the loop's wall time is judged over every round."""
+    clock = FakeClock()
+    result = _loop(lambda: None, [()], clock=clock, budget_s=5.0, max_trials=400,
+                   stopping=StoppingRule(rel_precision=1e9))
+    assert result.trials == MIN_SAMPLES and result.planned_trials == 400
+    assert result.sync_trials == sync_windows(400) == 50 and len(result.loop_unaccounted_ms) == 1
+
+
+def test_work_left_behind_in_the_timed_loop_is_seen_across_rounds():
+    """A timing split into rounds (each read after its own synchronize) still sees work left
+    behind in the loop: each round's synchronize waits for it."""
+    clock = FakeClock()
+    plain_synchronize = clock.synchronize
+
+    def synchronize():
+        plain_synchronize()
+        until = time.perf_counter() + 50e-6
+        while time.perf_counter() < until:
+            pass
+
+    clock.synchronize = synchronize
+    last = {"t": 0.0}
+
+    def adaptive():
+        if time.perf_counter() - last["t"] < 40e-6:
+            clock.side_stream.append(lambda: time.sleep(0.002))
+        else:
+            time.sleep(0.002)
+        last["t"] = time.perf_counter()
+
+    never_precise = StoppingRule(min_samples=5, rel_precision=0.0)
+    cheat = _loop(adaptive, [()], clock=clock, budget_s=0.5, max_trials=20, stopping=never_precise)
+    assert cheat.rounds > 1 and cheat.trials == 20, cheat
+    assert any("timed loop" in f for f in cheat.flags if f.startswith("deferred_work")), cheat.flags
+    honest = _loop(lambda: time.sleep(0.002), [()], clock=clock, budget_s=0.5, max_trials=20,
+                   stopping=never_precise)
+    assert honest.rounds > 1 and not honest.has_flag("deferred_work"), honest.flags
 
 
 def test_a_timer_patched_during_the_calls_is_flagged_and_not_used(monkeypatch):

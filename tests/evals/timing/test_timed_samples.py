@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from kgen.evals.timing import measure as timing
+from kgen.evals.timing.stopping import StoppingRule, StopReason
 from kgen.evals.timing.timed_samples import InputOrder, TimedSampler
 
 CUDA = torch.cuda.is_available()
@@ -33,8 +34,7 @@ def test_the_order_never_repeats_a_set_and_follows_no_cycle():
 def test_a_sampled_call_gets_values_its_buffers_never_held():
     fresh = [(torch.full((4,), 10.0),), (torch.full((4,), 20.0),)]
     sampler = TimedSampler(fresh, count=2, rng=random.Random(3))
-    sampler.choose(50)
-    assert len(sampler.chosen) == 2 and all(0 <= t < 50 for t in sampler.chosen)
+    assert sampler.wants(0) and sampler.wants(1)  # the first `count` calls are always taken
     buffers = (torch.zeros(4),)
     sampler.before(0, 0, buffers)
     first = buffers[0].clone()
@@ -47,6 +47,48 @@ def test_a_sampled_call_gets_values_its_buffers_never_held():
     assert sampler.inputs_of(a, [buffers])[0][0].item() == first[0].item()
     assert a.outputs[0][0].item() == 2 * first[0].item()  # cloned: later writes do not reach it
     assert b.fresh != a.fresh and b.outputs[0][0].item() == 2 * buffers[0][0].item()
+    assert sampler.chosen == {0, 1}
+
+
+def _kept(count, calls, rng):
+    """The calls a sampler keeps out of ``calls``, each taken call run through before/after."""
+    sampler = TimedSampler([], count=count, rng=rng)
+    held = []
+    for trial in range(calls):
+        if sampler.wants(trial):
+            sampler.before(trial, 0, (torch.zeros(1),))
+            sampler.after(torch.full((1,), float(trial)))
+        held.append(len(sampler.samples))
+    assert max(held) <= count  # never more outputs kept than `count`
+    assert all(s.outputs[0].item() == s.trial for s in sampler.samples)  # each kept call's own output
+    return sampler.chosen
+
+
+def test_kept_calls_are_a_uniform_draw_of_those_that_ran_wherever_the_loop_stops():
+    """Reservoir sampling: a timing that stops early (``stopping.py``) checks calls from all
+    of its trials alike, the last ones as much as the first."""
+    rng = random.Random(11)
+    for stop_at in (5, 20, 60):
+        counts = [0] * stop_at
+        runs = 3000
+        for _ in range(runs):
+            kept = _kept(3, stop_at, rng)
+            assert len(kept) == 3 and all(0 <= t < stop_at for t in kept)
+            for t in kept:
+                counts[t] += 1
+        expected = runs * 3 / stop_at
+        # each call kept with probability 3/n: within 5 standard deviations for every call
+        sd = (runs * (3 / stop_at) * (1 - 3 / stop_at)) ** 0.5
+        assert all(abs(c - expected) <= 5 * sd + 1 for c in counts), (stop_at, counts)
+    assert _kept(3, 2, rng) == {0, 1}  # fewer calls than `count`: every call
+
+
+def test_the_sampler_is_asked_once_per_call_in_order():
+    sampler = TimedSampler([], count=1, rng=random.Random(0))
+    assert sampler.wants(0)
+    with pytest.raises(ValueError, match="expected call 1"):
+        sampler.wants(2)
+    assert not TimedSampler([], count=0).wants(0)
 
 
 def test_without_fresh_values_a_sample_is_judged_on_its_own_values():
@@ -136,6 +178,17 @@ def test_an_address_keyed_cache_returns_wrong_sampled_outputs_and_an_honest_call
     sets = _sets("cpu", 3)
     result, sampler = _timed(_relu, sets, fresh, FakeClock())
     assert len(sampler.samples) == 3 and _wrong_samples(sampler, sets) == []
+
+
+def test_an_early_stop_still_checks_three_calls_drawn_from_the_trials_that_ran():
+    sets, fresh = _sets("cpu", 3), _sets("cpu", 2)
+    sampler = TimedSampler(fresh)
+    result = timing._timing_loop(FakeClock(), _address_cache(sets), sets, budget_s=5.0, warmup=2, min_trials=10,
+                                 max_trials=400, check_sync=False, sampler=sampler,
+                                 stopping=StoppingRule(min_samples=20, rel_precision=10.0))
+    assert result.stop_reason is StopReason.PRECISION and result.trials == 20 < result.planned_trials
+    assert len(sampler.samples) == 3 and max(result.sampled_trials) < result.trials
+    assert _wrong_samples(sampler, sets) == [s.trial for s in sampler.samples]
 
 
 @pytest.mark.gpu

@@ -116,3 +116,23 @@ def test_the_phase_clock_also_marks_each_phase_as_a_span_of_the_stage():
     first, second, third, stage = timeline.spans
     assert first.end == pytest.approx(second.start) and second.end == pytest.approx(third.start)
     assert stage.start <= first.start and third.end <= stage.end
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_on_a_gpu_a_candidate_far_slower_than_the_best_stops_early_and_baselines_are_not_ranked():
+    """A best a thousand times faster than any ReLU: the candidate's timing stops at the
+    stopping rule's floor as clearly slower; eager and torch.compile are timed on precision alone."""
+    from kgen.evals.timing.stopping import MIN_SAMPLES
+
+    result = evaluate(PROBLEMS / "relu_midsize.py", CANDIDATES / "relu_kernelbench_solution.py",
+                      EvalOptions(device="cuda", n_seeds=1, small_sizes=True, bench=True, timeout_s=600,
+                                  rank_against_ms=1e-6))
+    assert result.passed, result.reason
+    candidate = result.bench.measurements["candidate"]
+    assert candidate.stop_reason == "ranked_slower" and candidate.trials == MIN_SAMPLES, candidate
+    assert candidate.rank_against_ms == 1e-6 and len(candidate.sampled_trials) == 3
+    for name in ("eager", "torch.compile"):
+        baseline = result.bench.measurements[name]
+        assert baseline.rank_against_ms is None and baseline.stop_reason in ("precision", "cap"), baseline
+    assert "planned trials (stopped: ranked_slower)" in result.stage("timing").message
