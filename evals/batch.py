@@ -73,6 +73,7 @@ def evaluate_batch(
     two_phase: bool | None = None,
     stop: Callable[[], bool] | None = None,
     on_start: Callable[[int], None] | None = None,
+    before_timing: Callable[[], None] | None = None,
 ) -> list[EvalResult]:
     """Every candidate's result, in the order given. ``on_result(index, result)`` hears each
     final result as soon as it is known (verification failures during the first phase, timed
@@ -84,7 +85,11 @@ def evaluate_batch(
     ``stop()`` is asked before each evaluation starts (a run's time limit): once it says yes,
     no more start, and the candidates not evaluated are left out of the list returned.
     ``on_start(index)`` hears each verification (or, one by one, each evaluation) begin.
+    ``before_timing()`` is called, and waited for, before anything is timed: before the timing
+    phase, or one by one before each evaluation that times (a caller's own verification running
+    beside the batch ends there, so that no timing runs beside it).
     """
+    before_timing = before_timing or (lambda: None)
     stop = stop or (lambda: False)
     on_start = on_start or (lambda index: None)
     device = resolve_device(options.device)
@@ -92,7 +97,8 @@ def evaluate_batch(
     if two_phase is None:
         two_phase = options.bench and len(candidates) >= 2 and device.is_gpu
     if not two_phase:
-        return _one_by_one(problem, candidates, options, on_result, stop, on_start)
+        return _one_by_one(problem, candidates, options, on_result, stop, on_start,
+                           before_timing if options.bench and device.is_gpu else (lambda: None))
     workers = workers or default_workers(device)
     spec = _child_spec(options, device)
     results: list[EvalResult | None] = [None] * len(candidates)
@@ -132,6 +138,7 @@ def evaluate_batch(
     # each done starting before the first timing
     worker_pool.trim(spec, keep=min(len(passed), worker_pool.MAX_PER_KIND))
     if passed:
+        before_timing()
         worker_pool.prestart(spec, count=min(len(passed), worker_pool.MAX_PER_KIND))
         worker_pool.wait_ready(spec, SPARES_READY_WAIT_S)
         if on_phase is not None:
@@ -147,11 +154,12 @@ def evaluate_batch(
     return [r for r in results if r is not None]
 
 
-def _one_by_one(problem, candidates, options, on_result, stop, on_start) -> list[EvalResult]:
+def _one_by_one(problem, candidates, options, on_result, stop, on_start, before_timing) -> list[EvalResult]:
     results = []
     for index, candidate in enumerate(candidates):
         if stop():
             break
+        before_timing()
         on_start(index)
         result = evaluate(problem, candidate, options)
         results.append(result)

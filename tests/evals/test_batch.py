@@ -88,3 +88,31 @@ def test_a_batch_verifies_then_times_the_passed_ones_in_order_with_each_result_a
         assert result.trials, "the verification's trials are kept"
     assert "timing" not in [s.name for s in results[1].stages]
     assert len(worker_pool.spares()) <= 1  # the timings used the spares; at most the next one waits
+
+
+@pytest.mark.parametrize("count", [1, 3], ids=["one by one", "two phases"])
+def test_before_timing_is_waited_for_before_anything_is_timed(monkeypatch, count):
+    """A caller's own verification beside the batch (the agent's final one) ends before the
+    batch times anything: before the timing phase, or before each evaluation that times."""
+    from kgen.evals import batch
+
+    order: list[str] = []
+
+    def fake_evaluate(problem, candidate, options):
+        order.append("time" if options.timing_only or options.bench else "verify")
+        return _result()
+
+    monkeypatch.setattr(batch, "evaluate", fake_evaluate)
+    for name in ("prestart", "trim", "wait_ready"):
+        monkeypatch.setattr(worker_pool, name, lambda *a, **k: None)
+    options = EvalOptions(device=Device.CUDA, bench=True)
+    evaluate_batch(RELU, [SOLUTION] * count, options, workers=2,
+                   before_timing=lambda: order.append("before_timing"))
+    if count == 1:
+        assert order == ["before_timing", "time"]
+    else:
+        assert order == ["verify"] * 3 + ["before_timing"] + ["time"] * 3
+    order.clear()
+    evaluate_batch(RELU, [SOLUTION], options.model_copy(update={"bench": False}),
+                   before_timing=lambda: order.append("before_timing"))
+    assert order == ["verify"]  # nothing timed: nothing to wait for
