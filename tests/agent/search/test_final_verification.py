@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import kgen
 from kgen.agent.candidates import CandidateRecord
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
@@ -18,13 +19,14 @@ from kgen.agent.search.final_verification import BackgroundVerification
 from kgen.agent.search.graph import Runner
 from kgen.agent.search.state import RunState
 from kgen.agent.search.verification_overlap import OverlapDecision
-from kgen.agent.search.verification_record import find_record, records_dir
+from kgen.agent.search.verification_record import VerificationRecord, find_record, records_dir
 from kgen.agent.spec.kernel_spec import KernelSpec
 from kgen.backends.device import Device
 from kgen.evals.harness import EvalOptions
 from kgen.evals.result import EvalResult
 from kgen.evals.timing.gpu_identity import GpuIdentity
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
+from kgen.knowledge_base.code_hash import normalised_code_hash
 
 H100 = "NVIDIA H100 80GB HBM3"
 ROOT = Path(__file__).resolve().parents[3]
@@ -199,3 +201,20 @@ def test_the_overlap_decision_asks_nvml_and_stays_off_when_it_cannot_answer(tmp_
     monkeypatch.setattr(graph, "visible_gpu", lambda: None)
     decision = runner._overlap(SPEC, _winner(), options, 3)
     assert not decision.overlap and "unknown" in decision.why
+
+
+@pytest.mark.slow
+def test_an_offline_cpu_run_records_its_winners_verification(tmp_path):
+    """End to end on a CPU, whose screening is already the full plan: the winner's pass is
+    recorded under the key a later run's final verification would look up."""
+
+    summary = kgen.generate("Triton softmax", models=[], budget=1, device="cpu", out=tmp_path / "run",
+                            kb=str(tmp_path / "kb"))
+    assert summary.best["h100"].candidate == "g0-c00"
+    records = list(records_dir().glob("*.json"))
+    assert len(records) == 1
+    record = VerificationRecord.model_validate_json(records[0].read_text())
+    assert record.key.device_name == "cpu" and record.result.passed
+    assert record.run_id == RunDirectory(tmp_path / "run").run_id
+    run = RunDirectory(tmp_path / "run")
+    assert record.key.code_hash == normalised_code_hash(run.candidate_source("g0-c00").read_text())
