@@ -9,9 +9,10 @@ reached from the report and the child's exit. The vocabulary both are written in
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from kgen.backends.base import KernelReport
 from kgen.backends.device import Device
@@ -51,11 +52,31 @@ class VerifierEvidence(ResultModel):
     #: where the evaluation's seconds went (``timeline.py``): the child's spans, to which the
     #: parent adds its own; empty in results saved before timelines were recorded
     timeline: Timeline = Field(default_factory=Timeline)
+    #: the GPU model the verifier ran on, as the driver names it ("NVIDIA H100 80GB HBM3"); None
+    #: on a CPU run. Timing names it too (``bench.device_name``), but a verification without
+    #: timing must still say where it passed: a record of it is keyed by the GPU model
+    device_name: str | None = None
 
     def evidence(self) -> dict[str, Any]:
         """The evidence fields by name, the very objects (no copies): what a result built
         from a report starts with."""
         return {name: getattr(self, name) for name in VerifierEvidence.model_fields}
+
+
+class ReusedVerification(BaseModel):
+    """A verification not repeated: the same code passed the same checks (sizes, policies,
+    backend, GPU model, kgen and toolchain versions) before, and its passing result stands
+    (``agent/search/verification_record.py`` keeps those records)."""
+
+    device_name: str
+    verified_at: datetime
+    run_id: str
+    #: what that verification took, which this result did not spend again
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        return (f"verified at full sizes on {self.device_name} on {self.verified_at.date().isoformat()} "
+                f"(run {self.run_id}), same code: not repeated")
 
 
 class VerifierReport(VerifierEvidence):
@@ -94,6 +115,8 @@ class EvalResult(VerifierReport):
     #: the verifier was a spare started ahead of need (``worker_pool.py``): its start-up is not in ``seconds``
     prestarted: bool = False
     kgen_version: str = ""
+    #: set when this result is an earlier passing verification of the same code, not repeated
+    reused_verification: ReusedVerification | None = None
 
     @model_serializer(mode="wrap")
     def _in_saved_key_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -104,6 +127,9 @@ class EvalResult(VerifierReport):
             del data["notes"]  # written only when there are some: earlier results keep their bytes
         if not data.get("timeline", {}).get("spans", True):
             del data["timeline"]  # likewise: a result without spans reads as one saved before them
+        for key in ("device_name", "reused_verification"):
+            if key in data and data[key] is None:
+                del data[key]  # written only when known, for the same reason
         return {key: data[key] for key in _SAVED_KEY_ORDER if key in data} | data
 
     @property

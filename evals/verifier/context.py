@@ -149,6 +149,8 @@ def open_context(request: ChildRequest, report_path: Path) -> VerifierContext:
         guard=guard, candidate_path=candidate_path, precision=precision,
         sizes_now=dict(request.size_sets[0]), behaviour_sizes=dict(request.size_sets[0]),
     )
+    if device.type == "cuda":  # where the verdict was reached, timed or not
+        ctx.report.device_name = torch.cuda.get_device_name(device)
     _warm_up(ctx)
     return ctx
 

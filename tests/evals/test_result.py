@@ -41,7 +41,7 @@ def test_a_result_in_todays_format_is_written_back_byte_for_byte():
 def test_the_report_and_the_result_share_one_declaration_of_the_verifier_fields():
     shared = set(VerifierReport.model_fields)
     assert shared == {"stages", "skipped", "notes", "trials", "kernels", "train_check", "bench", "memory",
-                      "timeline", "rejection", "inconclusive", "reason"}
+                      "timeline", "device_name", "rejection", "inconclusive", "reason"}
     assert set(ChildReport.model_fields) == shared | {"finished"}
     for name in shared:
         assert EvalResult.model_fields[name].annotation == ChildReport.model_fields[name].annotation
@@ -71,3 +71,12 @@ def test_a_timeline_is_written_last_when_it_has_spans_and_left_out_when_it_has_n
     assert list(written)[-1] == "timeline"
     assert written["timeline"] == {"spans": [{"name": "static", "start": 1.0, "seconds": 0.25, "gpu": False}]}
     assert EvalResult.model_validate_json(result.model_dump_json()).timeline == result.timeline
+
+
+def test_the_gpu_name_and_a_reused_verification_are_written_only_when_there_are_some():
+    result = EvalResult(problem="p", problem_path="p.py", candidate="c.py", backend="triton", device="cpu",
+                        verdict=Verdict.PASSED)
+    data = json.loads(result.model_dump_json())
+    assert "device_name" not in data and "reused_verification" not in data  # earlier eval.json bytes kept
+    named = result.model_copy(update={"device_name": "NVIDIA H100 80GB HBM3"})
+    assert json.loads(named.model_dump_json())["device_name"] == "NVIDIA H100 80GB HBM3"
