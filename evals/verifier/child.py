@@ -18,6 +18,7 @@ importing this module imports neither torch nor triton).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -134,5 +135,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def end_now(code: int) -> None:
+    """Leave without the interpreter's teardown: the report is written and nothing else of this
+    process is wanted. Measured on the CPU, tearing down torch, Triton and the candidate's
+    modules took 0.8-1.4 s a candidate, which the parent waited for before reading the report
+    (on a GPU the CUDA context's teardown adds to it); the operating system frees the
+    process's memory and the driver its device memory either way. The candidate's own
+    ``atexit`` handlers do not run: nothing it registers runs after its verdict is written."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    end_now(main())
