@@ -72,7 +72,7 @@ def evaluate_batch(
     workers = min(workers or default_workers(device), len(candidates))
     results: list[EvalResult | None] = [None] * len(candidates)
     lock = threading.Lock()
-    shared = options.model_copy(update={"gpu_turns": True, "prestart": True})
+    shared = options.model_copy(update={"gpu_turns": True, "prestart": True, "spares": workers})
     worker_pool.prestart(_child_spec(options, device), count=workers)
     if on_phase is not None:
         on_phase(f"evaluating {len(candidates)} candidate(s), {workers} at a time, each timed alone on the GPU")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,7 @@ from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.evals.sandbox.scratch import new_workdir
 from kgen.evals.static_rules.size_thresholds import find_size_thresholds
 from kgen.evals.timeline import Timeline
+from kgen.evals.timing.baseline_cache import file_digest
 from kgen.evals.timing.baseline_service import apply_baselines, start_baselines
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
 from kgen.evals.verifier.messages import (
@@ -78,6 +80,9 @@ class EvalOptions(BaseModel):
     #: on the GPU before it times the candidate, sharing the GPU until then, and with
     #: ``prestart`` the next spare starts during this run (``evals/sandbox/gpu_turns.py``)
     gpu_turns: bool = False
+    #: with ``prestart``: how many spares are kept ready for the evaluations that follow (a
+    #: batch keeps one per verifier it runs at once, so the next batch finds them started)
+    spares: int = 1
     #: policy overrides (``evals/problem/policies.py``); None: the problem's declaration, else the default
     precision: str | None = evaluation_field("precision")
     torch_ops: str | None = evaluation_field("torch_ops")
@@ -135,14 +140,13 @@ def evaluate(
     mark = timeline.lap("setup", mark)
     spare = worker_pool.take(spec) if options.prestart else None
     early = options.prestart and worker_pool.starts_during_run(spec, timed=options.bench, turns=options.gpu_turns)
-    if early:
-        worker_pool.prestart(spec)  # the next evaluation's spare starts up while this one runs
+    if early:  # the next evaluations' spares start up while this one runs
+        worker_pool.prestart(spec, count=options.spares)
     mark = timeline.lap("take_spare", mark)  # waits while a spare asked for is still being started
     workdir = spare.workdir if spare is not None else new_workdir()
     try:
         size_device = Device.CPU if options.small_sizes else device
-        plan = verification_size_plan(info, size_device)
-        plan += _threshold_sets(info, plan, candidate_path, size_device)
+        plan = size_plan(info, candidate_path.read_text(encoding="utf-8", errors="replace"), size_device)
         mark = timeline.lap("size_plan", mark)  # the verification sizes and the threshold analysis
         # The candidate may write only inside box/; the request and the report live beside it.
         box = workdir / "box"
@@ -204,7 +208,7 @@ def evaluate(
         if spare is not None and spare.alive():
             spare.discard(remove_dir=False)  # taken but never handed over (an error before the run)
     if options.prestart and not early:
-        worker_pool.prestart(spec)  # started after the run: its start-up never overlaps this one
+        worker_pool.prestart(spec, count=options.spares)  # started after the run: its start-up never overlaps this one
     result = EvalResult(
         problem=info.name,
         problem_path=str(info.path),
@@ -243,11 +247,26 @@ def _child_spec(options: EvalOptions, device: Device) -> worker_pool.WorkerSpec:
     )
 
 
-def _threshold_sets(info: ProblemInfo, plan: list[SizeSet], candidate: Path, device: Device) -> list[SizeSet]:
-    """Sizes just past the thresholds the candidate's code branches on (``if n_cols > 8192``),
-    where the plan does not reach: the code path beyond them is run at least once."""
-    source = candidate.read_text(encoding="utf-8", errors="replace")
-    return threshold_size_sets(info, plan, find_size_thresholds(source), device)
+#: Size plans already made in this process, by (problem file, its content, device, the
+#: candidate's size thresholds): every candidate of a batch would otherwise make the same plan,
+#: and making one runs the problem's ``get_inputs`` on meta tensors (measured on an H100 at
+#: 3 s a candidate in an agent run, eight parent threads contending for the interpreter).
+_PLANS: dict[tuple[str, str, Device, str], tuple[SizeSet, ...]] = {}
+_PLANS_LOCK = threading.Lock()
+
+
+def size_plan(info: ProblemInfo, source: str, device: Device) -> list[SizeSet]:
+    """The verification size plan, and sizes just past the thresholds the candidate's code
+    branches on (``if n_cols > 8192``) where the plan does not reach: the code path beyond them
+    is run at least once. Made once per problem, device and set of thresholds; ``source`` is
+    the candidate's code (what its thresholds are read from)."""
+    thresholds = find_size_thresholds(source)
+    key = (str(info.path), file_digest(info.path), device, repr(thresholds))
+    with _PLANS_LOCK:  # the first caller makes it; the others of a batch wait and reuse it
+        if key not in _PLANS:
+            plan = verification_size_plan(info, device)
+            _PLANS[key] = (*plan, *threshold_size_sets(info, plan, thresholds, device))
+        return list(_PLANS[key])
 
 
 def _probe_sizes(info: ProblemInfo, first: dict[str, int], device: Device) -> dict[str, int] | None:

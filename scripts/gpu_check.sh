@@ -179,7 +179,7 @@ if wants matrix; then
   fi
   # the doc's other sections (the other backend's, from an earlier call) are kept
   [ -f "$out/verification_gpu.md" ] || cp "$root/docs/verification_gpu.md" "$out/verification_gpu.md"
-  timeout 560 python3 "$root/scripts/verification_matrix.py" --device "$device" --backend "$backend" \
+  timeout "${KGEN_MATRIX_TIMEOUT:-560}" python3 "$root/scripts/verification_matrix.py" --device "$device" --backend "$backend" \
     --jobs "${KGEN_MATRIX_JOBS:-4}" --out "$out/verification_gpu.md" > "$work/matrix.txt" 2>&1
   code=$?
   record "verification_matrix.py --backend $backend" "exit $code" "$(grep -E 'candidates as expected|as expected,' "$work/matrix.txt" | tr '\n' ' ' | cut -c1-300)"

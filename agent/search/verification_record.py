@@ -30,11 +30,9 @@ from kgen.backends.registry import backend_info
 from kgen.core.config import kgen_home
 from kgen.core.version import __version__
 from kgen.evals.harness import EvalOptions
+from kgen.evals.harness import size_plan as harness_size_plan
 from kgen.evals.problem.catalog import resolve_problem
-from kgen.evals.problem.size_sets import verification_size_plan
-from kgen.evals.problem.threshold_sets import threshold_size_sets
 from kgen.evals.result import EvalResult, ReusedVerification
-from kgen.evals.static_rules.size_thresholds import find_size_thresholds
 from kgen.evals.timing.baseline_cache import file_digest
 from kgen.knowledge_base.code_hash import normalised_code_hash
 
@@ -103,12 +101,9 @@ def toolchain_versions(backend: str) -> dict[str, str]:
 def size_plan(problem: str | Path, source: str, options: EvalOptions, device: Device) -> list[dict[str, int]]:
     """The size sets ``harness.evaluate`` verifies ``source`` at under ``options``: the plan for
     the device (the small one where ``small_sizes`` or on a CPU), then the sets just past the
-    thresholds the code branches on."""
-    info = resolve_problem(problem)
+    thresholds the code branches on (``harness.size_plan``, the one place that makes it)."""
     size_device = Device.CPU if options.small_sizes else device
-    plan = verification_size_plan(info, size_device)
-    plan += threshold_size_sets(info, plan, find_size_thresholds(source), size_device)
-    return [dict(s.sizes) for s in plan]
+    return [dict(s.sizes) for s in harness_size_plan(resolve_problem(problem), source, size_device)]
 
 
 def verification_key(problem: str | Path, source: str, options: EvalOptions, device: Device,

@@ -96,7 +96,9 @@ def job_environment(backend: str) -> dict[str, str]:
     """The job's compiler caches, kept across jobs: the backend's (Triton's, which Liger's
     kernels use too) and torch.compile's."""
     info = backend_info(backend)
-    env = {INDUCTOR_CACHE_ENV: str(compiler_cache_dir("inductor"))}
+    # One compile thread: for a problem's one small graph, inductor's pool of compile workers
+    # costs more to start than it saves.
+    env = {INDUCTOR_CACHE_ENV: str(compiler_cache_dir("inductor")), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
     if info.cache_env:
         env[info.cache_env] = str(compiler_cache_dir(info.name))
     for folder in env.values():
