@@ -12,7 +12,6 @@ from pathlib import Path
 
 from kgen.evals.sandbox.gpu_turns import await_turn, end_turn
 
-
 TICK_S = 0.005
 
 
