@@ -177,7 +177,6 @@ def evaluate(
             reference_self_test=options.reference_self_test,
             baseline_cache_dir=options.baseline_cache_dir,
             turn_dir=str(workdir) if options.gpu_turns else None,
-            baselines_by_job=baselines is not None,
             rank_against_ms=options.rank_against_ms,
         )
         request_path, report_path = workdir / "request.json", workdir / "report.json"

@@ -1,7 +1,6 @@
 """A candidate's bench and the baseline job's figures, made one ``BenchResult``.
 
-Under ``ChildRequest.baselines_by_job`` the verifier times only the candidate (and the
-device's ceilings for the speed-of-light floor); eager PyTorch, ``torch.compile`` and Liger
+The verifier's timing stage times only the candidate (and the device's ceilings for the speed-of-light floor); eager PyTorch, ``torch.compile`` and Liger
 come from the trusted baseline job (``baseline_job.py``). :func:`merge_baselines` puts them
 where the timing stage used to, so ``BenchResult.speedup``, the SOL score against eager, the
 report and the knowledge base read them unchanged. Figures from another GPU or other sizes

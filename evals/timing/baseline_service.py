@@ -11,10 +11,9 @@ A job that fails (it crashed, timed out, wrote no report, could not start) gives
 whose every baseline carries the reason: never an exception, so it never costs a candidate
 its verdict. Nothing here imports torch: the parent stays light until a bench is merged.
 
-Intended call sites (``evals/batch.py``, ``evals/harness.py``): :func:`start_baselines` when
-a bench is asked for, before the candidates' verifiers start; the verifiers' requests set
-``ChildRequest.baselines_by_job``; after each candidate's evaluation,
-``result.bench = apply_baselines(result.bench, future)``.
+Called by ``evals/harness.py``: :func:`start_baselines` when a bench is asked for on a GPU,
+before the candidate's verifier starts (every candidate of the problem in the process shares
+the one future); after the evaluation, ``result.bench = apply_baselines(result.bench, future)``.
 """
 
 from __future__ import annotations

@@ -56,17 +56,12 @@ class ChildRequest(BaseModel):
     #: demand a kernel are off (static rules, launches, torch compute, the ghost check)
     reference_self_test: bool = False
     #: a run's folder of timings kept for the run (``baseline_cache.py``): the device's copy
-    #: bandwidth and matmul rate, and the baselines unless ``baselines_by_job``; None: measure here
+    #: bandwidth and matmul rate (the baselines are the trusted baseline job's); None: measure here
     baseline_cache_dir: str | None = None
     #: where this verifier asks kgen for a turn alone on the GPU before it times the candidate
     #: (``evals/sandbox/gpu_turns.py``): verifiers of a batch share the GPU for their trials and
     #: take turns to be timed; None: it runs by itself and times when it gets there
     turn_dir: str | None = None
-    #: eager, torch.compile and Liger are timed by the trusted baseline job
-    #: (``timing/baseline_job.py``) and merged into the bench by the parent
-    #: (``timing/baseline_merge.py``): this process times only the candidate (and the device's
-    #: ceilings for the speed-of-light floor), and writes no figure it is compared with
-    baselines_by_job: bool = False
     #: the current best candidate's median (ms): the candidate's timing may stop once it is
     #: clearly slower or faster (``timing/stopping.py``); baselines are never ranked
     rank_against_ms: float | None = None

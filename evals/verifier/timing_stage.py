@@ -1,6 +1,7 @@
-"""The timing stage of the verifier's child: the verified candidate against eager and torch.compile.
+"""The timing stage of the verifier's child: the verified candidate, alone on the GPU.
 
-Run on the GPU only, after correctness, at the problem's default sizes; every figure is
+Eager PyTorch, torch.compile and Liger, which it is compared with, are timed by the trusted
+baseline job and merged in by the parent (``timing/baseline_service.py``). Run on the GPU only, after correctness, at the problem's default sizes; every figure is
 judged before it is reported (timers tampered with, work deferred past the timer, outputs of
 timed calls wrong: ``timed_candidate.py``, a time under the speed-of-light floor that stays
 under it when measured again with fresh inputs and the L2's persisting state reset:
@@ -10,40 +11,20 @@ under it when measured again with fresh inputs and the L2's persisting state res
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
-from kgen.backends.registry import backend_info
 from kgen.backends.targets import UnknownTargetError, resolve_target
 from kgen.evals.problem.format import load_problem
 from kgen.evals.problem.memory_plan import ReferencePlacement
 from kgen.evals.sandbox.gpu_turns import await_turn, end_turn
 from kgen.evals.timeline import Timeline
-from kgen.evals.timing.baseline_cache import cache_key, cached, file_digest
-from kgen.evals.timing.baselines import BaselineUnavailable, liger_baseline
+from kgen.evals.timing.baseline_cache import cache_key, cached
 from kgen.evals.timing.bench_result import BenchResult
 from kgen.evals.timing.gpu_sharing import GpuNeighbours, gpu_neighbours
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.trial_parts import models
 from kgen.evals.verifier.watched_call import raise_guard_violation, raise_if_tampered
-
-
-def _comparable(ctx: VerifierContext, problem, torch) -> dict[str, Any]:
-    """What makes two baseline timings comparable: the problem file, its sizes and policies,
-    the device and the library versions (a cache key's parts): torch's and those of every
-    toolchain the candidate's backend requires (``BackendInfo.requires``)."""
-    import importlib
-
-    toolchains = {
-        name: str(getattr(importlib.import_module(name), "__version__", "unknown"))
-        for name in backend_info(ctx.request.backend).requires
-    }
-    return {
-        "problem": file_digest(ctx.request.problem_path), "sizes": problem.sizes,
-        "policies": ctx.request.policies.describe(), "device": torch.cuda.get_device_name(ctx.device),
-        "torch": torch.__version__, **toolchains,
-    }
 
 
 def _sync_calibration(reference, input_sets, host_reference: bool, torch) -> tuple[Any, str | None]:
@@ -81,7 +62,7 @@ class PhaseClock:
 
 
 def _note_cache(outcome, name: str, errors: dict[str, str]) -> None:
-    """A re-measured baseline's drift, or a corrupt cache entry ignored, goes into the report."""
+    """A re-measured device figure's drift, or a corrupt cache entry ignored, goes into the report."""
     if outcome.drift:
         errors[f"{name} drift"] = outcome.drift
     if outcome.note:
@@ -89,33 +70,20 @@ def _note_cache(outcome, name: str, errors: dict[str, str]) -> None:
 
 
 def reusable_cache_dir(cache_dir: str | None, neighbours: GpuNeighbours) -> str | None:
-    """The run's baseline cache, unless other processes share the GPU now: baselines are then
-    timed fresh beside the candidate, under the same load, and not kept for later candidates
-    (a figure taken beside a neighbour would be reused long after the neighbour left)."""
+    """The run's cache of device figures, unless other processes share the GPU now: the figures
+    are then measured fresh, under the same load as the candidate, and not kept for later
+    candidates (a figure taken beside a neighbour would be reused long after the neighbour left)."""
     return None if neighbours.describe() else cache_dir
 
 
-def _device_figure(cache_dir: str | None, same: dict[str, Any], figure: str, measure,
+def _device_figure(cache_dir: str | None, torch: Any, device: Any, figure: str, measure,
                    errors: dict[str, str]) -> float:
     """The device's copy bandwidth or matmul rate, measured once per device for the run."""
 
-    outcome = cached(cache_dir, cache_key(device=same["device"], torch=same["torch"], figure=figure),
-                     lambda: {"value": measure()})
+    outcome = cached(cache_dir, cache_key(device=torch.cuda.get_device_name(device), torch=torch.__version__,
+                                          figure=figure), lambda: {"value": measure()})
     _note_cache(outcome, figure, errors)
     return outcome.value["value"]
-
-
-def baselines_to_time(ctx: VerifierContext, reference: Any, problem: Any) -> list[tuple[str, Callable[[], Any]]]:
-    """The baselines this process times, each with how to build it: eager, torch.compile and
-    Liger, built only when timed (torch.compile's first call imports dynamo and inductor:
-    seconds a baseline reused from the run's cache does not need). Nothing under
-    ``baselines_by_job``: the trusted baseline job times them and the parent merges them in,
-    so no candidate's process writes the figures it is compared with."""
-    if ctx.request.baselines_by_job:
-        return []
-    torch = ctx.torch
-    return [("eager", lambda: reference), ("torch.compile", lambda: torch.compile(reference)),
-            ("liger", lambda: liger_baseline(problem))]
 
 
 def judge_flags(flags: list[str]) -> None:
@@ -128,9 +96,11 @@ def judge_flags(flags: list[str]) -> None:
 
 class TimingStage:
     """Nothing to do unless asked for (``bench``); on a CPU recorded as skipped (timings are
-    never invented); on a GPU the candidate, eager PyTorch and torch.compile timed the same
-    way at the problem's default sizes (the baselines by the trusted baseline job instead
-    under ``baselines_by_job``), and the figures judged before they are reported."""
+    never invented); on a GPU the candidate timed at the problem's default sizes, and the
+    figures judged before they are reported. Eager PyTorch, torch.compile and Liger are timed
+    the same way by the trusted baseline job (``timing/baseline_job.py``) and merged in by the
+    parent (``timing/baseline_merge.py``): no candidate's process writes the figures it is
+    compared with."""
 
     name = "timing"
 
@@ -142,8 +112,8 @@ class TimingStage:
 
 
 def time_and_judge(ctx: VerifierContext) -> None:
-    """Time the verified candidate, eager PyTorch and torch.compile the same way, at the
-    problem's default sizes; judge the figures before reporting them."""
+    """Time the verified candidate at the problem's default sizes, in its turn alone on the
+    GPU; judge the figures before reporting them."""
     from kgen.evals.timing.floor_recheck import recheck_floor
     from kgen.evals.timing.measure import measure_copy_bandwidth, measure_matmul_tflops, time_on_gpu
     from kgen.evals.timing.sol import speed_of_light, with_measurement
@@ -212,24 +182,6 @@ def time_and_judge(ctx: VerifierContext) -> None:
         result, sampler = time_candidate(input_sets, fresh_sets, ctx.request.rank_against_ms)
         phases.lap("candidate", gpu=True)
         measurements["candidate"] = result.model_dump(exclude={"sync_calibration"})
-        same = _comparable(ctx, problem, torch)
-        for name, build in baselines_to_time(ctx, reference, problem):
-            try:
-                outcome = cached(reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), cache_key(**same, baseline=name),
-                                 # a baseline is honest by construction: no deferred-work series;
-                                 # it is never ranked against a candidate: the precision rule alone
-                                 lambda build=build: time_on_gpu(build(), input_sets, budget_s=2.0,
-                                                                 check_sync=False).model_dump())
-            except BaselineUnavailable as exc:
-                errors[name] = f"not measured: {exc}"
-                continue
-            except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
-                errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                continue
-            measurements[name] = {**outcome.value, "reused": outcome.reused, "age_s": round(outcome.age_s, 1)}
-            _note_cache(outcome, name, errors)
-        # busy unless every baseline was reused from the run's cache (then only files were read)
-        phases.lap("baselines", gpu=any(not m.get("reused", False) for k, m in measurements.items() if k != "candidate"))
     judge_flags(result.flags)
     # Judged after the flags: work left on a side stream also leaves a cloned output unwritten,
     # and deferred work is the better name for it. No switching behaviour once timing starts.
@@ -243,14 +195,14 @@ def time_and_judge(ctx: VerifierContext) -> None:
         sol = speed_of_light(
             problem.bytes_moved(), problem.flops(), target, dtype,
             measured_bandwidth_tbs=_device_figure(
-                reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), same, "copy_tbs", lambda: measure_copy_bandwidth(ctx.device), errors),
+                reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), torch, ctx.device, "copy_tbs",
+                lambda: measure_copy_bandwidth(ctx.device), errors),
             measured_matrix_tflops=_device_figure(
-                reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), same, "matmul_tflops", lambda: measure_matmul_tflops(ctx.device),
-                errors),
+                reusable_cache_dir(ctx.request.baseline_cache_dir, neighbours), torch, ctx.device, "matmul_tflops",
+                lambda: measure_matmul_tflops(ctx.device), errors),
         )
     except UnknownTargetError as exc:
         errors["sol"] = f"no speed-of-light: {exc}"
-    eager_ms = measurements.get("eager", {}).get("median_ms")
     recheck = under_floor = None
     if sol is not None:
         def remeasure() -> tuple[float, str]:
@@ -279,7 +231,8 @@ def time_and_judge(ctx: VerifierContext) -> None:
                     evidence={"floor_recheck": recheck.model_dump(), "first": first,
                               "remeasured": measurements["candidate"]},
                 )
-        sol = with_measurement(sol, result.median_ms, baseline_ms=eager_ms)
+        # scored against eager once the parent merges the baseline job's figures
+        sol = with_measurement(sol, result.median_ms, baseline_ms=None)
     phases.lap("sol", gpu=recheck is not None)  # busy when the floor re-measured the candidate
     ctx.report.bench = BenchResult.model_validate({
         "device_name": torch.cuda.get_device_name(ctx.device),
