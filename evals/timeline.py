@@ -177,3 +177,22 @@ def busy_fraction(timelines: Iterable[Timeline], wall: tuple[float, float] | Non
         return None
     gpu = [(s.start, s.end) for t in timelines for s in t.spans if s.gpu]
     return union_seconds(gpu, start, end) / (end - start)
+
+
+class PhaseClock:
+    """Seconds per phase of a timing (the verifier's timing stage, the baseline job), each lap
+    ending the phase it names; with a timeline, each phase is also one of its spans
+    (``timing.<phase>`` under the stage), marked ``gpu`` where the phase keeps the GPU busy."""
+
+    def __init__(self, timeline: Timeline | None = None) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+        self._timeline = timeline
+        self._last_epoch = time.time()
+
+    def lap(self, name: str, gpu: bool = False) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 3)
+        self._last = now
+        if self._timeline is not None:
+            self._last_epoch = self._timeline.lap(name, self._last_epoch, gpu)

@@ -26,7 +26,6 @@ import gc
 import importlib
 import importlib.metadata
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from kgen.backends.registry import backend_info, get_backend
 from kgen.evals.problem.format import LoadedProblem, load_problem
 from kgen.evals.sandbox import gpu_turns
 from kgen.evals.sandbox.lifecycle import start_parent_watchdog
+from kgen.evals.timeline import PhaseClock
 from kgen.evals.timing.baseline_cache import cache_key, file_digest, write_atomically
 from kgen.evals.timing.baseline_messages import BaselineFigures, BaselineRequest, not_measured
 from kgen.evals.timing.baseline_store import figures_from_store
@@ -62,19 +62,6 @@ def _tensor_bytes(values: Sequence[Any], torch: Any) -> int:
 
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-
-
-class PhaseClock:
-    """Seconds per phase of the job, each lap ending the phase it names."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._last = time.monotonic()
-
-    def lap(self, name: str) -> None:
-        now = time.monotonic()
-        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 3)
-        self._last = now
 
 
 class GpuBaselineTimings:

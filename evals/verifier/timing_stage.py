@@ -17,7 +17,7 @@ from kgen.backends.targets import UnknownTargetError, resolve_target
 from kgen.evals.problem.format import load_problem
 from kgen.evals.problem.memory_plan import ReferencePlacement
 from kgen.evals.sandbox.gpu_turns import await_turn, end_turn
-from kgen.evals.timeline import Timeline
+from kgen.evals.timeline import PhaseClock
 from kgen.evals.timing.baseline_cache import cache_key, cached
 from kgen.evals.timing.bench_result import BenchResult
 from kgen.evals.timing.gpu_sharing import GpuNeighbours, gpu_neighbours
@@ -40,25 +40,6 @@ def _sync_calibration(reference, input_sets, host_reference: bool, torch) -> tup
         return calibrate_sync(lambda: first.clone(), [()], "device copy"), None
     except Exception as exc:  # noqa: BLE001 - the check falls back to the call's own spread
         return None, f"not calibrated ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-
-
-class PhaseClock:
-    """Seconds per phase of the timing stage, each lap ending the phase it names; with a
-    timeline, each phase is also one of its spans (``timing.<phase>``, nested under the stage),
-    marked ``gpu`` where the phase keeps the GPU busy."""
-
-    def __init__(self, timeline: Timeline | None = None) -> None:
-        self.seconds: dict[str, float] = {}
-        self._last = time.monotonic()
-        self._timeline = timeline
-        self._last_epoch = time.time()
-
-    def lap(self, name: str, gpu: bool = False) -> None:
-        now = time.monotonic()
-        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 3)
-        self._last = now
-        if self._timeline is not None:
-            self._last_epoch = self._timeline.lap(name, self._last_epoch, gpu)
 
 
 def _note_cache(outcome, name: str, errors: dict[str, str]) -> None:

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from kgen.evals.harness import EvalOptions, evaluate
-from kgen.evals.timeline import Timeline
+from kgen.evals.timeline import PhaseClock, Timeline
 from kgen.evals.verdict import RejectionClass, StageStatus
 from kgen.evals.verifier.load_stage import LoadStage
-from kgen.evals.verifier.timing_stage import PhaseClock, TimingStage
+from kgen.evals.verifier.timing_stage import TimingStage
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CANDIDATES = FIXTURES / "candidates"
