@@ -40,6 +40,7 @@ from kgen.evals.timing.baseline_cache import cache_key, file_digest, write_atomi
 from kgen.evals.timing.baseline_messages import BaselineFigures, BaselineRequest, not_measured
 from kgen.evals.timing.baseline_store import figures_from_store
 from kgen.evals.timing.bench_result import Measurement
+from kgen.evals.timing.gpu_sharing import torch_device_neighbours
 
 #: Input sets the baselines are timed on, drawn in a random order per call like the
 #: candidate's (``verifier/timed_candidate.TIMING_INPUT_SETS``), where the device holds them.
@@ -193,17 +194,6 @@ def comparable_parts(request: BaselineRequest, problem: LoadedProblem, device_na
     }
 
 
-def _neighbours_line(torch: Any, index: int) -> str | None:
-    """Other processes on the GPU now, as one line (None: alone, or not known)."""
-    from kgen.evals.timing.gpu_sharing import gpu_neighbours
-
-    try:
-        props = torch.cuda.get_device_properties(index)
-        return gpu_neighbours(index, pci_bus_id=getattr(props, "pci_bus_id", None)).describe()
-    except Exception:  # noqa: BLE001 - NVML missing: the figures are kept, as the verifier does
-        return None
-
-
 def run(request: BaselineRequest) -> BaselineFigures:
     """The baselines the request asks for, under the store's policy; on a CPU, none."""
     if request.device is not Device.CUDA:
@@ -222,7 +212,7 @@ def run(request: BaselineRequest) -> BaselineFigures:
     index = torch.cuda.current_device()
     device_name = torch.cuda.get_device_name(index)
     parts = comparable_parts(request, problem, device_name, torch)
-    shared = _neighbours_line(torch, index)
+    shared = torch_device_neighbours(torch, index).describe()
     timings = GpuBaselineTimings(request, problem, torch, phases)
     # Beside another process the figures are taken (the candidate is timed beside it too) but
     # neither checked against nor kept in the store: they describe that moment's neighbour.

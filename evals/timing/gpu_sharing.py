@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -121,3 +122,15 @@ def gpu_neighbours(device_index: int = 0, pci_bus_id: str | None = None) -> GpuN
         return GpuNeighbours(available=False, reason="NVML could not list the device's processes")
     finally:
         nvml.nvmlShutdown()
+
+
+def torch_device_neighbours(torch: Any, device: Any) -> GpuNeighbours:
+    """Other compute processes on torch's ``device`` (named by its PCI bus id); asking can fail
+    (NVML's library, the driver), and then the answer says so instead of raising: a timing is
+    reported as not checked, never failed, for it."""
+    try:
+        index = torch.cuda.current_device() if device is None else torch.device(device).index or 0
+        props = torch.cuda.get_device_properties(index)
+        return gpu_neighbours(index, pci_bus_id=getattr(props, "pci_bus_id", None))
+    except Exception as exc:  # noqa: BLE001 - a failed check is reported, never fatal
+        return GpuNeighbours(available=False, reason=f"{type(exc).__name__}: {exc}")

@@ -20,7 +20,7 @@ from kgen.evals.sandbox.gpu_turns import await_turn, end_turn
 from kgen.evals.timeline import PhaseClock
 from kgen.evals.timing.baseline_cache import cache_key, cached
 from kgen.evals.timing.bench_result import BenchResult
-from kgen.evals.timing.gpu_sharing import GpuNeighbours, gpu_neighbours
+from kgen.evals.timing.gpu_sharing import GpuNeighbours, torch_device_neighbours
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.context import VerifierContext, record_stage
 from kgen.evals.verifier.trial_parts import models
@@ -145,11 +145,7 @@ def time_and_judge(ctx: VerifierContext) -> None:
 
     # Asked before timing: a timing beside another process's kernels is marked as shared.
     # Asking can fail (NVML's library, the driver): the timing is then reported as not checked.
-    try:
-        neighbours = gpu_neighbours(ctx.device.index or 0, pci_bus_id=getattr(
-            torch.cuda.get_device_properties(ctx.device), "pci_bus_id", None))
-    except Exception as exc:  # noqa: BLE001 - a failed check is reported, never fatal
-        neighbours = GpuNeighbours(available=False, reason=f"{type(exc).__name__}: {exc}")
+    neighbours = torch_device_neighbours(torch, ctx.device)
     measurements: dict[str, Any] = {}
     errors: dict[str, str] = {}
     with torch.no_grad():
