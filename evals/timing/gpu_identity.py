@@ -4,7 +4,7 @@ Two of the parent's decisions need the GPU before any verifier starts: whether a
 was verified on this GPU model already (a record is keyed by the model's name), and whether
 a full-size verification fits beside a generation's screenings (the device's memory). The
 parent does not open a CUDA context for that; it asks NVML, through ctypes on the driver's
-own ``libnvidia-ml.so.1`` as ``gpu_sharing.py`` does. The device is the first one
+own ``libnvidia-ml.so.1`` (``gpu_sharing.nvml_device``). The device is the first one
 ``CUDA_VISIBLE_DEVICES`` names (NVML numbers every GPU of the host, CUDA only the visible
 ones); anything NVML cannot answer is unknown (None), never guessed.
 """
@@ -16,7 +16,7 @@ import os
 
 from pydantic import BaseModel
 
-from kgen.evals.timing.gpu_sharing import NVML_LIBRARY
+from kgen.evals.timing.gpu_sharing import NvmlUnavailable, nvml_device
 
 #: nvmlDeviceGetName's buffer (NVML_DEVICE_NAME_V2_BUFFER_SIZE)
 _NAME_BUFFER = 96
@@ -63,26 +63,14 @@ def visible_gpu() -> GpuIdentity | None:
     if device is None:
         return None
     try:
-        nvml = ctypes.CDLL(NVML_LIBRARY)
-    except OSError:
+        with nvml_device(device.index, uuid=device.uuid) as (nvml, handle):
+            name = ctypes.create_string_buffer(_NAME_BUFFER)
+            memory = _MemoryInfo()
+            if nvml.nvmlDeviceGetName(handle, name, ctypes.c_uint(_NAME_BUFFER)) != 0:
+                return None
+            if nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0:
+                return None
+            return GpuIdentity(name=name.value.decode(errors="replace"), total_bytes=int(memory.total),
+                               free_bytes=int(memory.free))
+    except NvmlUnavailable:
         return None
-    if nvml.nvmlInit_v2() != 0:
-        return None
-    try:
-        handle = ctypes.c_void_p()
-        if device.uuid is not None:
-            status = nvml.nvmlDeviceGetHandleByUUID(device.uuid.encode(), ctypes.byref(handle))
-        else:
-            status = nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(device.index or 0), ctypes.byref(handle))
-        if status != 0:
-            return None
-        name = ctypes.create_string_buffer(_NAME_BUFFER)
-        memory = _MemoryInfo()
-        if nvml.nvmlDeviceGetName(handle, name, ctypes.c_uint(_NAME_BUFFER)) != 0:
-            return None
-        if nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0:
-            return None
-        return GpuIdentity(name=name.value.decode(errors="replace"), total_bytes=int(memory.total),
-                           free_bytes=int(memory.free))
-    finally:
-        nvml.nvmlShutdown()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -94,34 +96,53 @@ def processes_from(buffer: ctypes.Array, count: int, exclude: set[int]) -> list[
     return found
 
 
-def gpu_neighbours(device_index: int = 0, pci_bus_id: str | None = None) -> GpuNeighbours:
-    """Other compute processes on the GPU (``pci_bus_id`` from torch names it exactly even under
-    ``CUDA_VISIBLE_DEVICES``; else NVML's ``device_index``)."""
+class NvmlUnavailable(Exception):
+    """NVML could not be asked about the device: its library, its start, or no such device."""
+
+
+@contextmanager
+def nvml_device(index: int | None = None, pci_bus_id: str | None = None,
+                uuid: str | None = None) -> Iterator[tuple[ctypes.CDLL, ctypes.c_void_p]]:
+    """NVML started and the handle of one device (by PCI bus id, UUID or NVML's index), shut
+    down again after; :class:`NvmlUnavailable` says why not. The driver's own library through
+    ctypes: kgen's parent asks it without a CUDA context, and no NVML package is needed."""
     try:
         nvml = ctypes.CDLL(NVML_LIBRARY)
     except OSError as exc:
-        return GpuNeighbours(available=False, reason=f"NVML not available ({exc})")
+        raise NvmlUnavailable(f"NVML not available ({exc})") from exc
     if nvml.nvmlInit_v2() != 0:
-        return GpuNeighbours(available=False, reason="nvmlInit failed")
+        raise NvmlUnavailable("nvmlInit failed")
     try:
         handle = ctypes.c_void_p()
         if pci_bus_id:
             status = nvml.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(handle))
+        elif uuid:
+            status = nvml.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle))
         else:
-            status = nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(device_index), ctypes.byref(handle))
+            status = nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index or 0), ctypes.byref(handle))
         if status != 0:
-            return GpuNeighbours(available=False, reason=f"no NVML device for {pci_bus_id or device_index} ({status})")
-        for name in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"):
-            call = getattr(nvml, name, None)
-            if call is None:
-                continue
-            count = ctypes.c_uint(64)
-            buffer = (ProcessInfo * 64)()
-            if call(handle, ctypes.byref(count), buffer) == 0:
-                return GpuNeighbours(available=True, others=processes_from(buffer, count.value, _family()))
-        return GpuNeighbours(available=False, reason="NVML could not list the device's processes")
+            raise NvmlUnavailable(f"no NVML device for {pci_bus_id or uuid or index or 0} ({status})")
+        yield nvml, handle
     finally:
         nvml.nvmlShutdown()
+
+
+def gpu_neighbours(device_index: int = 0, pci_bus_id: str | None = None) -> GpuNeighbours:
+    """Other compute processes on the GPU (``pci_bus_id`` from torch names it exactly even under
+    ``CUDA_VISIBLE_DEVICES``; else NVML's ``device_index``)."""
+    try:
+        with nvml_device(device_index, pci_bus_id=pci_bus_id) as (nvml, handle):
+            for name in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"):
+                call = getattr(nvml, name, None)
+                if call is None:
+                    continue
+                count = ctypes.c_uint(64)
+                buffer = (ProcessInfo * 64)()
+                if call(handle, ctypes.byref(count), buffer) == 0:
+                    return GpuNeighbours(available=True, others=processes_from(buffer, count.value, _family()))
+            return GpuNeighbours(available=False, reason="NVML could not list the device's processes")
+    except NvmlUnavailable as exc:
+        return GpuNeighbours(available=False, reason=str(exc))
 
 
 def torch_device_neighbours(torch: Any, device: Any) -> GpuNeighbours:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgen.evals.timing import gpu_identity
+from kgen.evals.timing import gpu_sharing
 from kgen.evals.timing.gpu_identity import VisibleDevice, first_visible_device, visible_gpu
 
 
@@ -29,5 +29,14 @@ def test_no_gpu_visible_is_unknown(monkeypatch):
 
 def test_no_nvml_library_is_unknown(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(gpu_identity, "NVML_LIBRARY", "libkgen-no-such-nvml.so.1")
+    monkeypatch.setattr(gpu_sharing, "NVML_LIBRARY", "libkgen-no-such-nvml.so.1")
     assert visible_gpu() is None
+
+
+def test_without_nvml_both_questions_say_so_and_neither_raises(monkeypatch):
+    monkeypatch.setattr(gpu_sharing, "NVML_LIBRARY", "libkgen-no-such-nvml.so.1")
+    with pytest.raises(gpu_sharing.NvmlUnavailable, match="NVML not available"):
+        with gpu_sharing.nvml_device(0):
+            pass
+    neighbours = gpu_sharing.gpu_neighbours(0)
+    assert not neighbours.available and neighbours.reason.startswith("NVML not available")
