@@ -46,22 +46,11 @@ from kgen.agent.llm.usage import UsageLedger
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions, local_target
 from kgen.agent.search.archive import SearchArchive
-from kgen.agent.search.final_verification import BackgroundVerification, reuse, verify_and_record
+from kgen.agent.search.final_verification import FinalVerifier
 from kgen.agent.search.operators import operator_stats
 from kgen.agent.search.policy import plan_generation, split_budget, stop_reason
 from kgen.agent.search.state import RunState, TaskInput, Winner, open_checkpointer
-from kgen.agent.search.verification_overlap import (
-    OverlapDecision,
-    is_last_generation,
-    overlap_decision,
-    plan_peak,
-)
-from kgen.agent.search.verification_record import (
-    VerificationKey,
-    save_record,
-    size_plan,
-    verification_key,
-)
+from kgen.agent.search.verification_overlap import is_last_generation
 from kgen.agent.spec.catalog_matcher import parse_request
 from kgen.agent.spec.model_reader import parse_request_with_model
 from kgen.agent.spec.reference_problem import ReferenceProblemError, new_reference_problem
@@ -69,13 +58,11 @@ from kgen.backends.device import Device, resolve_device
 from kgen.backends.registry import get_backend, require_usable
 from kgen.backends.targets import DEFAULT_TARGET, resolve_target
 from kgen.errors import KgenUsageError
-from kgen.evals.batch import default_workers, evaluate_batch
-from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.batch import evaluate_batch
+from kgen.evals.harness import EvalOptions
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import input_dtype
-from kgen.evals.problem.size_sets import verification_size_plan
 from kgen.evals.sandbox.lifecycle import raise_if_ending
-from kgen.evals.timing.gpu_identity import visible_gpu
 from kgen.knowledge_base.errors import KnowledgeBaseError
 
 if TYPE_CHECKING:
@@ -145,11 +132,8 @@ class Runner:
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()  # produce branches run in parallel threads
         self._device: Device | None = None
-        self._gpu_model: str | None = None
         self._spec_usage = UsageLedger()
-        #: candidate id -> its full-size verification running beside the last generation; not
-        #: in the checkpointed state (a thread is not state): a resumed run verifies in persist
-        self._background: dict[str, BackgroundVerification] = {}
+        self._final: FinalVerifier | None = None
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -336,7 +320,7 @@ class Runner:
         self.say(f"generation {generation}: {len(tasks)} candidate(s) "
                  f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
         if tasks and self.device.is_gpu and is_last_generation(generation, len(sizes)):
-            self._verify_best_beside(state, generation, screenings=len(tasks))
+            self.final_verifier.start_beside(state, generation, screenings=len(tasks))
         only_remeasures = bool(tasks) and all(t.kind == "baseline" for t in tasks)
         if not self.options.offline and len(sizes) == 1 and only_remeasures:
             self.say(f"the budget ({self.options.budget}) is spent re-measuring the known kernel(s): "
@@ -418,6 +402,14 @@ class Runner:
         # serve MI300X too (its archive takes it if it compiles there; timed only where present)
         return options.model_copy(update={"also_compile_for": [t for t in spec.targets if t != target],
                                           "rank_against_ms": rank_against_ms})
+
+    @property
+    def final_verifier(self) -> FinalVerifier:
+        """The run's full-size verifications of its winners (made once the device is known)."""
+        if self._final is None:
+            self._final = FinalVerifier(self.run, self.device, lambda spec, target: self.eval_options(
+                spec, target, full=True), self.say)
+        return self._final
 
     def load_eval(self, candidate_id: str, name: str = "eval.json") -> EvalResult | None:
         return self.run.load_eval(candidate_id, name)
@@ -514,7 +506,7 @@ class Runner:
         winners: dict[str, Winner] = {}
         for target in state.spec.targets:
             for record in best_for(records, target, n=3):
-                result = self._final_result(state.spec, record)
+                result = self.final_verifier.result(state.spec, record)
                 if result.passed:
                     winners[target] = Winner(candidate=record.id,
                                              kb=self._write_back(state, record, result, target))
@@ -522,86 +514,6 @@ class Runner:
                 self.say(f"{record.id} failed full verification "
                          f"({result.rejection.value if result.rejection else 'rejected'}): next best")
         return {"winners": winners}
-
-    # -- the final verification ------------------------------------------------------
-
-    def gpu_model(self) -> str | None:
-        """The GPU model as NVML names it (the records' key), asked once; None on a CPU run
-        or where NVML cannot say (then no record is read or written)."""
-        if self.device.is_gpu and self._gpu_model is None:
-            gpu = visible_gpu()
-            self._gpu_model = gpu.name if gpu is not None else None
-        return self._gpu_model
-
-    def _verification_key(self, spec: KernelSpec, record: CandidateRecord,
-                          options: EvalOptions) -> VerificationKey | None:
-        source = self.run.candidate_source(record.id).read_text()
-        return verification_key(spec.problem, source, options, self.device, self.gpu_model())
-
-    def _final_result(self, spec: KernelSpec, record: CandidateRecord) -> EvalResult:
-        options = self.eval_options(spec, record.target, full=True)
-        if not self.device.is_gpu:
-            result = self.load_eval(record.id)  # the CPU plan is already the full one: kept as such
-            if result is not None and result.passed:
-                key = self._verification_key(spec, record, options)
-                if key is not None:
-                    save_record(key, result, self.run.run_id)
-            return result
-        cached = self.load_eval(record.id, "final_eval.json")
-        if cached is not None:
-            return cached
-        background = self._background.pop(record.id, None)
-        if background is not None:
-            self.say(f"{record.id}: waiting for its full-size verification, started beside the last generation")
-            result = background.finish()
-        else:
-            key = self._verification_key(spec, record, options)
-            result = reuse(key)
-            if result is not None and result.reused_verification is not None:
-                reused = result.reused_verification
-                self.say(f"{record.id} already verified at full sizes on {reused.device_name} on "
-                         f"{reused.verified_at.date().isoformat()}: not repeated")
-            else:
-                self.say(f"verifying {record.id} at full sizes for {record.target}")
-                result = verify_and_record(spec.problem, self.run.candidate_source(record.id), options, key,
-                                           self.run.run_id, evaluate)
-        if not result.cut_short:
-            self.run.write(f"candidates/{record.id}/final_eval.json", result.model_dump_json(indent=1))
-        return result
-
-    def _verify_best_beside(self, state: RunState, generation: int, screenings: int) -> None:
-        """Start the full-size verification of the best candidate so far beside the last
-        generation, where memory allows (``verification_overlap.py``); one at a time. A best
-        verified before (a record, or this run's final_eval.json) needs none."""
-        for target in state.spec.targets:
-            best = best_for(state.records, target)
-            if self._background or not best or self.load_eval(best[0].id, "final_eval.json") is not None:
-                continue
-            record = best[0]
-            options = self.eval_options(state.spec, target, full=True)
-            key = self._verification_key(state.spec, record, options)
-            if reuse(key) is not None:
-                continue  # persist says so, and repeats nothing
-            decision = self._overlap(state.spec, record, options, screenings)
-            if not decision.overlap:
-                self.say(f"{record.id} is verified at full sizes after generation {generation}: {decision.why}")
-                continue
-            self.say(f"verifying {record.id} at full sizes beside generation {generation} ({decision.why})")
-            self._background[record.id] = BackgroundVerification(
-                state.spec.problem, self.run.candidate_source(record.id), options, key, self.run.run_id, evaluate,
-            ).start()
-
-    def _overlap(self, spec: KernelSpec, record: CandidateRecord, options: EvalOptions,
-                 screenings: int) -> OverlapDecision:
-        """The overlap decision from the memory plans of the full verification and of the
-        screenings (the small plan), and the GPU's free memory as NVML reports it."""
-        info = resolve_problem(spec.problem)
-        source = self.run.candidate_source(record.id).read_text()
-        full_peak = plan_peak(info.path, size_plan(spec.problem, source, options, self.device))
-        screening_peak = plan_peak(info.path, [dict(s.sizes) for s in verification_size_plan(info, Device.CPU)])
-        gpu = visible_gpu()
-        return overlap_decision(full_peak, screening_peak, min(screenings, default_workers(self.device)),
-                                gpu.free_bytes if gpu is not None else None)
 
     def _write_back(self, state: RunState, record: CandidateRecord, result: EvalResult, target: str) -> str:
         from kgen.knowledge_base.seeding import open_knowledge_base

@@ -14,8 +14,8 @@ import kgen
 from kgen.agent.candidates import CandidateRecord
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
-from kgen.agent.search import graph
-from kgen.agent.search.final_verification import BackgroundVerification
+from kgen.agent.search import final_verification
+from kgen.agent.search.final_verification import BackgroundVerification, FinalVerifier
 from kgen.agent.search.graph import Runner
 from kgen.agent.search.state import RunState
 from kgen.agent.search.verification_overlap import OverlapDecision
@@ -120,8 +120,8 @@ def _gpu_runner(tmp_path: Path, name: str, monkeypatch, fake: FakeEvaluate, sour
     runner = Runner(run, RunOptions(request="softmax", models=[], budget=4, generations=2, device="cuda"),
                     progress=lines.append)
     runner._device = Device.CUDA  # as resolve_device finds it on a GPU machine
-    monkeypatch.setattr(graph, "evaluate", fake)
-    monkeypatch.setattr(graph, "visible_gpu", lambda: GpuIdentity(name=H100, total_bytes=80 * 10**9,
+    monkeypatch.setattr(final_verification, "evaluate", fake)
+    monkeypatch.setattr(final_verification, "visible_gpu", lambda: GpuIdentity(name=H100, total_bytes=80 * 10**9,
                                                                   free_bytes=79 * 10**9))
     path = run.candidate_source("g0-c00")
     path.parent.mkdir(parents=True)
@@ -138,14 +138,14 @@ def test_a_winner_verified_in_an_earlier_run_is_not_verified_again(tmp_path, mon
     source = SOFTMAX_SEED.read_text()
     first_fake = FakeEvaluate()
     first, first_lines = _gpu_runner(tmp_path, "run-a", monkeypatch, first_fake, source)
-    result = first._final_result(SPEC, _winner())
+    result = first.final_verifier.result(SPEC, _winner())
     assert result.passed and result.reused_verification is None and len(first_fake.calls) == 1
     assert first_fake.calls[0].bench and not first_fake.calls[0].small_sizes  # the full plan, timed
     assert "verifying g0-c00 at full sizes for h100" in first_lines
 
     second_fake = FakeEvaluate()
     second, lines = _gpu_runner(tmp_path, "run-b", monkeypatch, second_fake, "# same code\n" + source)
-    reused = second._final_result(SPEC, _winner())
+    reused = second.final_verifier.result(SPEC, _winner())
     assert second_fake.calls == []
     assert reused.passed and reused.reused_verification.run_id == first.run.run_id
     assert any(line.startswith(f"g0-c00 already verified at full sizes on {H100} on ") and
@@ -156,7 +156,7 @@ def test_a_winner_verified_in_an_earlier_run_is_not_verified_again(tmp_path, mon
 
     changed_fake = FakeEvaluate()
     changed, _ = _gpu_runner(tmp_path, "run-c", monkeypatch, changed_fake, source.replace("BLOCK", "TILE"))
-    assert changed._final_result(SPEC, _winner()).reused_verification is None
+    assert changed.final_verifier.result(SPEC, _winner()).reused_verification is None
     assert len(changed_fake.calls) == 1
 
 
@@ -164,39 +164,39 @@ def test_the_best_so_far_is_verified_beside_the_last_generation_and_finished_aft
     gate = threading.Event()
     fake = FakeEvaluate(gate=gate)
     runner, lines = _gpu_runner(tmp_path, "run-a", monkeypatch, fake, SOFTMAX_SEED.read_text())
-    monkeypatch.setattr(Runner, "_overlap", lambda self, *a: OverlapDecision(overlap=True, why="it fits"))
+    monkeypatch.setattr(FinalVerifier, "overlap", lambda self, *a: OverlapDecision(overlap=True, why="it fits"))
     state = RunState(spec=SPEC, generation=1, candidates={"g0-c00": _winner()})
-    runner._verify_best_beside(state, 1, screenings=3)
+    runner.final_verifier.start_beside(state, 1, screenings=3)
     assert "verifying g0-c00 at full sizes beside generation 1 (it fits)" in lines
     gate.set()
-    result = runner._final_result(SPEC, _winner())
+    result = runner.final_verifier.result(SPEC, _winner())
     assert [(o.bench, o.gpu_turns) for o in fake.calls] == [(True, True)]
     assert "g0-c00: waiting for its full-size verification, started beside the last generation" in lines
-    assert result.passed and result.bench is not None and runner._background == {}
-    assert find_record(runner._verification_key(SPEC, _winner(), runner.eval_options(SPEC, "h100", full=True)))
+    assert result.passed and result.bench is not None and runner.final_verifier.running == []
+    assert find_record(runner.final_verifier.key(SPEC, _winner(), runner.eval_options(SPEC, "h100", full=True)))
 
 
 def test_without_room_or_with_a_record_nothing_starts_beside_the_last_generation(tmp_path, monkeypatch):
     fake = FakeEvaluate()
     runner, lines = _gpu_runner(tmp_path, "run-a", monkeypatch, fake, SOFTMAX_SEED.read_text())
-    monkeypatch.setattr(Runner, "_overlap", lambda self, *a: OverlapDecision(overlap=False, why="no room"))
+    monkeypatch.setattr(FinalVerifier, "overlap", lambda self, *a: OverlapDecision(overlap=False, why="no room"))
     state = RunState(spec=SPEC, generation=1, candidates={"g0-c00": _winner()})
-    runner._verify_best_beside(state, 1, screenings=3)
-    assert runner._background == {} and fake.calls == []
+    runner.final_verifier.start_beside(state, 1, screenings=3)
+    assert runner.final_verifier.running == [] and fake.calls == []
     assert "g0-c00 is verified at full sizes after generation 1: no room" in lines
-    runner._final_result(SPEC, _winner())  # verified after, and recorded
-    monkeypatch.setattr(Runner, "_overlap", lambda self, *a: pytest.fail("a recorded winner needs no decision"))
+    runner.final_verifier.result(SPEC, _winner())  # verified after, and recorded
+    monkeypatch.setattr(FinalVerifier, "overlap", lambda self, *a: pytest.fail("a recorded winner needs no decision"))
     again, _ = _gpu_runner(tmp_path, "run-b", monkeypatch, fake, SOFTMAX_SEED.read_text())
-    again._verify_best_beside(state, 1, screenings=3)
-    assert again._background == {} and len(fake.calls) == 1
+    again.final_verifier.start_beside(state, 1, screenings=3)
+    assert again.final_verifier.running == [] and len(fake.calls) == 1
 
 
 def test_the_overlap_decision_asks_nvml_and_stays_off_when_it_cannot_answer(tmp_path, monkeypatch):
     runner, _ = _gpu_runner(tmp_path, "run-a", monkeypatch, FakeEvaluate(), SOFTMAX_SEED.read_text())
     options = runner.eval_options(SPEC, "h100", full=True)
-    assert runner._overlap(SPEC, _winner(), options, 3).overlap  # softmax's plans are small next to 79 GB
-    monkeypatch.setattr(graph, "visible_gpu", lambda: None)
-    decision = runner._overlap(SPEC, _winner(), options, 3)
+    assert runner.final_verifier.overlap(SPEC, _winner(), options, 3).overlap  # softmax's plans are small next to 79 GB
+    monkeypatch.setattr(final_verification, "visible_gpu", lambda: None)
+    decision = runner.final_verifier.overlap(SPEC, _winner(), options, 3)
     assert not decision.overlap and "unknown" in decision.why
 
 
