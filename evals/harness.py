@@ -24,6 +24,7 @@ from kgen.core.config import compiler_cache_dir
 from kgen.core.option_table import evaluation_field
 from kgen.core.version import __version__
 from kgen.errors import KgenUsageError
+from kgen.evals.baselines.service import apply_baselines, start_baselines
 from kgen.evals.problem.argument_sets import argument_plan
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import ProblemInfo, consistent_sizes, sizes_text
@@ -37,7 +38,6 @@ from kgen.evals.sandbox.scratch import new_workdir
 from kgen.evals.static_rules.size_thresholds import find_size_thresholds
 from kgen.evals.timeline import Timeline
 from kgen.evals.timing.baseline_cache import file_digest
-from kgen.evals.timing.baseline_service import apply_baselines, start_baselines
 from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
 from kgen.evals.verifier.messages import (
     HEARTBEAT_FILE,
@@ -133,7 +133,7 @@ def evaluate(
 
     spec = _child_spec(options, device)
     # Started first: the baselines' compile runs beside this candidate's verification, and
-    # every candidate of the problem in this process shares the one job (``baseline_service.py``).
+    # every candidate of the problem in this process shares the one job (``baselines/service.py``).
     baselines = (start_baselines(info.path, dict(info.sizes), device, policies, options.backend,
                                  SandboxLimits(timeout_s=options.timeout_s))
                  if options.bench and device.is_gpu else None)

@@ -33,7 +33,7 @@ class Measurement(BaseModel):
     flags: list[str] = Field(default_factory=list)
     error: str | None = None
     #: a baseline taken from a cache (the run's, ``baseline_cache.py``, or the store kept
-    #: across runs, ``baseline_store.py``), and how old it was
+    #: across runs, ``baselines/kept_figures.py``), and how old it was
     reused: bool = False
     age_s: float = 0.0
 
@@ -113,7 +113,7 @@ class BenchResult(BaseModel):
     #: that first candidate measurement, kept beside the re-measured one in ``measurements``
     under_floor: Measurement | None = None
     #: where the baselines came from when the trusted baseline job timed them
-    #: (``baseline_merge.py``: measured, reused from the store after an eager re-check,
+    #: (``baselines/merge.py``: measured, reused from the store after an eager re-check,
     #: measured again after drift); None: timed in the candidate's verifier
     baselines: str | None = None
 

@@ -1,8 +1,8 @@
 """The timing stage of the verifier's child: the verified candidate, alone on the GPU.
 
 Eager PyTorch, torch.compile and Liger, which it is compared with, are timed by the trusted
-baseline job and merged in by the parent (``timing/baseline_service.py``). Run on the GPU only, after correctness, at the problem's default sizes; every figure is
-judged before it is reported (timers tampered with, work deferred past the timer, outputs of
+baseline job and merged in by the parent (``evals/baselines/``). Run on the GPU only, after
+correctness, at the problem's default sizes; every figure is judged before it is reported (timers tampered with, work deferred past the timer, outputs of
 timed calls wrong: ``timed_candidate.py``, a time under the speed-of-light floor that stays
 under it when measured again with fresh inputs and the L2's persisting state reset:
 ``timing/floor_recheck.py``).
@@ -79,8 +79,8 @@ class TimingStage:
     """Nothing to do unless asked for (``bench``); on a CPU recorded as skipped (timings are
     never invented); on a GPU the candidate timed at the problem's default sizes, and the
     figures judged before they are reported. Eager PyTorch, torch.compile and Liger are timed
-    the same way by the trusted baseline job (``timing/baseline_job.py``) and merged in by the
-    parent (``timing/baseline_merge.py``): no candidate's process writes the figures it is
+    the same way by the trusted baseline job (``baselines/job.py``) and merged in by the
+    parent (``baselines/merge.py``): no candidate's process writes the figures it is
     compared with."""
 
     name = "timing"

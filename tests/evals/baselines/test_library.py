@@ -4,9 +4,9 @@ import importlib.util
 
 import pytest
 
+from kgen.evals.baselines.library import BaselineUnavailable, liger_baseline
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import load_problem
-from kgen.evals.timing.baselines import BaselineUnavailable, liger_baseline
 
 
 def _problem(name):

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 
 from kgen.backends.device import Device
-from kgen.evals.problem.policies import Policies
-from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome
-from kgen.evals.timing.baseline_job import NO_GPU
-from kgen.evals.timing.baseline_messages import BASELINES, BaselineFigures
-from kgen.evals.timing.baseline_service import (
+from kgen.evals.baselines.job import NO_GPU
+from kgen.evals.baselines.messages import BASELINES, BaselineFigures
+from kgen.evals.baselines.service import (
     BaselineJobSpec,
     BaselineService,
     apply_baselines,
     figures_from_outcome,
     start_baselines,
 )
+from kgen.evals.problem.policies import Policies
+from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome
 from kgen.evals.timing.bench_result import BenchResult, Measurement
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -1,14 +1,14 @@
 """The trusted baseline job: eager PyTorch, torch.compile and Liger timed in a process of their own.
 
-Run as ``python -m kgen.evals.timing.baseline_job REQUEST.json REPORT.json`` (started by
-``baseline_service.py`` through ``sandbox/box.run_python_module``, boxed like the verifier
+Run as ``python -m kgen.evals.baselines.job REQUEST.json REPORT.json`` (started by
+``baselines/service.py`` through ``sandbox/box.run_python_module``, boxed like the verifier
 child). It loads no candidate code: the figures a candidate is compared with are never
 written by a candidate's process.
 
 Its order keeps the GPU free for the verifications it runs beside:
 
 1. the problem at its bench sizes, its inputs and the eager reference on the device;
-2. whatever the store's policy asks to time (``baseline_store.figures_from_store``) is built
+2. whatever the store's policy asks to time (``kept_figures.figures_from_store``) is built
    and warmed first: ``torch.compile``'s compile and first calls, Liger's first call (its
    Triton compile). That is CPU work, done while verifiers use the GPU;
 3. what can be freed is freed, its own GPU work synchronized, and only then does it ask for
@@ -32,13 +32,13 @@ from typing import Any
 
 from kgen.backends.device import Device
 from kgen.backends.registry import backend_info, get_backend
+from kgen.evals.baselines.kept_figures import figures_from_store
+from kgen.evals.baselines.messages import BaselineFigures, BaselineRequest, not_measured
 from kgen.evals.problem.format import LoadedProblem, load_problem
 from kgen.evals.sandbox import gpu_turns
 from kgen.evals.sandbox.lifecycle import start_parent_watchdog
 from kgen.evals.timeline import PhaseClock
 from kgen.evals.timing.baseline_cache import cache_key, file_digest, write_atomically
-from kgen.evals.timing.baseline_messages import BaselineFigures, BaselineRequest, not_measured
-from kgen.evals.timing.baseline_store import figures_from_store
 from kgen.evals.timing.bench_result import Measurement
 from kgen.evals.timing.gpu_sharing import torch_device_neighbours
 
@@ -67,7 +67,7 @@ def _error_text(exc: BaseException) -> str:
 
 class GpuBaselineTimings:
     """The baselines of one problem on this process's GPU: built and warmed outside the turn,
-    timed inside it (``baseline_store.BaselineTimings``)."""
+    timed inside it (``kept_figures.BaselineTimings``)."""
 
     def __init__(self, request: BaselineRequest, problem: LoadedProblem, torch: Any, phases: PhaseClock) -> None:
         self.request, self.problem, self.torch, self.phases = request, problem, torch, phases
@@ -101,7 +101,7 @@ class GpuBaselineTimings:
         return sets
 
     def _build(self, name: str) -> Callable[..., Any]:
-        from kgen.evals.timing.baselines import liger_baseline
+        from kgen.evals.baselines.library import liger_baseline
 
         if name == "eager":
             return self.reference
@@ -158,7 +158,7 @@ class GpuBaselineTimings:
         return measured.get("eager") or Measurement(error=errors.get("eager", "not measured"))
 
     def measure(self, names: Sequence[str]) -> tuple[dict[str, Measurement], dict[str, str]]:
-        from kgen.evals.timing.baselines import BaselineUnavailable
+        from kgen.evals.baselines.library import BaselineUnavailable
 
         fns: dict[str, Callable[..., Any]] = {}
         errors: dict[str, str] = {}

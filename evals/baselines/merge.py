@@ -1,7 +1,7 @@
 """A candidate's bench and the baseline job's figures, made one ``BenchResult``.
 
 The verifier's timing stage times only the candidate (and the device's ceilings for the speed-of-light floor); eager PyTorch, ``torch.compile`` and Liger
-come from the trusted baseline job (``baseline_job.py``). :func:`merge_baselines` puts them
+come from the trusted baseline job (``baselines/job.py``). :func:`merge_baselines` puts them
 where the timing stage used to, so ``BenchResult.speedup``, the SOL score against eager, the
 report and the knowledge base read them unchanged. Figures from another GPU or other sizes
 are never compared with the candidate: the bench then says why they are missing.
@@ -9,7 +9,7 @@ are never compared with the candidate: the bench then says why they are missing.
 
 from __future__ import annotations
 
-from kgen.evals.timing.baseline_messages import BaselineFigures
+from kgen.evals.baselines.messages import BaselineFigures
 from kgen.evals.timing.bench_result import BenchResult
 from kgen.evals.timing.sol import SpeedOfLight, with_measurement
 

@@ -3,7 +3,7 @@
 Eager PyTorch, ``torch.compile`` and Liger are the same programs for every candidate of a
 problem on one GPU with one set of libraries: timing them again in every run cost each run's
 first candidate seconds (``torch.compile`` compiling in a fresh process most of them). So the
-trusted baseline job (``baseline_job.py``) keeps them here, one JSON entry per key
+trusted baseline job (``baselines/job.py``) keeps them here, one JSON entry per key
 (``baseline_cache.cache_key`` of the problem file's digest, its sizes, the policies, the
 device's name and the libraries' versions), written atomically.
 
@@ -16,7 +16,7 @@ The policy, in one place (:func:`figures_from_store`):
   age. Outside it, the device or its software changed under the same key (clocks, a driver,
   a neighbour that stayed): every baseline is measured again, kept, and the figures say so.
 
-The job is started once per key per kgen process (``baseline_service.py``), so an entry is
+The job is started once per key per kgen process (``baselines/service.py``), so an entry is
 re-checked once per run, never re-measured per candidate.
 """
 
@@ -30,8 +30,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from kgen.core.config import kgen_home
+from kgen.evals.baselines.messages import BASELINES, BaselineFigures
 from kgen.evals.timing.baseline_cache import write_atomically
-from kgen.evals.timing.baseline_messages import BASELINES, BaselineFigures
 from kgen.evals.timing.bench_result import Measurement
 
 #: How far the re-checked eager median may stand outside the stored eager p10-p90 interval,

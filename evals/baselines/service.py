@@ -1,11 +1,11 @@
 """The parent's side of the baseline job: one job per problem, a future every candidate shares.
 
 A batch of candidates of one problem needs the same eager / ``torch.compile`` / Liger
-figures. :class:`BaselineService` starts the trusted baseline job (``baseline_job.py``) the
+figures. :class:`BaselineService` starts the trusted baseline job (``baselines/job.py``) the
 first time a key is asked for, in a worker thread, and hands every later caller in this
 process the same ``concurrent.futures.Future``: the job runs beside the verifications (it
 takes its own turn alone on the GPU to time) instead of inside a candidate's timing, and
-its store (``baseline_store.py``) is re-checked once per process, never per candidate.
+its store (``baselines/kept_figures.py``) is re-checked once per process, never per candidate.
 
 A job that fails (it crashed, timed out, wrote no report, could not start) gives figures
 whose every baseline carries the reason: never an exception, so it never costs a candidate
@@ -31,15 +31,15 @@ from pydantic import BaseModel, Field
 from kgen.backends.device import Device
 from kgen.backends.registry import DEFAULT_BACKEND, backend_info
 from kgen.core.config import compiler_cache_dir
+from kgen.evals.baselines.kept_figures import default_store_dir
+from kgen.evals.baselines.messages import BaselineFigures, BaselineRequest, not_measured
 from kgen.evals.problem.policies import Policies
 from kgen.evals.sandbox.box import SandboxLimits, SandboxOutcome, run_python_module
 from kgen.evals.sandbox.scratch import new_workdir
 from kgen.evals.timing.baseline_cache import cache_key, file_digest
-from kgen.evals.timing.baseline_messages import BaselineFigures, BaselineRequest, not_measured
-from kgen.evals.timing.baseline_store import default_store_dir
 from kgen.evals.timing.bench_result import BenchResult
 
-JOB_MODULE = "kgen.evals.timing.baseline_job"
+JOB_MODULE = "kgen.evals.baselines.job"
 #: torch.compile's compiled code kept across jobs (``$KGEN_HOME/cache/inductor``): a drift
 #: re-measure or a new run recompiles from this cache, not from nothing.
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
@@ -186,12 +186,12 @@ def start_baselines(problem_path: str | Path, sizes: dict[str, int], device: Dev
 
 def apply_baselines(bench: BenchResult | None, future: Future[BaselineFigures],
                     timeout_s: float | None = None) -> BenchResult | None:
-    """A candidate's bench with the job's figures merged in (``baseline_merge.py``); a bench
+    """A candidate's bench with the job's figures merged in (``baselines/merge.py``); a bench
     that was not measured (None: a CPU run, a rejection) stays None. Figures not ready within
     ``timeout_s`` (None: wait for the job, which its own time limit bounds) are noted, not raised."""
     # Imported here: the merge re-scores the SOL floor with sol.py, which imports torch; a bench
     # exists only where the parent resolved a GPU, and torch with it.
-    from kgen.evals.timing.baseline_merge import merge_baselines
+    from kgen.evals.baselines.merge import merge_baselines
 
     if bench is None:
         return None

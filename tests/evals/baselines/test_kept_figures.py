@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from kgen.evals.timing.baseline_store import (
+from kgen.evals.baselines.kept_figures import (
     DRIFT_TOLERANCE,
     StoredBaselines,
     default_store_dir,

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from kgen.backends.device import Device
-from kgen.evals.timing.baseline_job import NO_GPU, main, more_sets_fit, run
-from kgen.evals.timing.baseline_messages import BASELINES, BaselineFigures, BaselineRequest
+from kgen.evals.baselines.job import NO_GPU, main, more_sets_fit, run
+from kgen.evals.baselines.messages import BASELINES, BaselineFigures, BaselineRequest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RELU = FIXTURES / "problems" / "relu_kernelbench.py"
@@ -26,7 +26,7 @@ def test_on_the_cpu_nothing_is_measured_and_the_report_says_timings_need_a_gpu()
 def test_the_module_writes_its_report_as_a_child(tmp_path):
     request = tmp_path / "request.json"
     request.write_text(BaselineRequest(problem_path=str(RELU), sizes={}, device=Device.CPU).model_dump_json())
-    done = subprocess.run([sys.executable, "-m", "kgen.evals.timing.baseline_job", str(request),
+    done = subprocess.run([sys.executable, "-m", "kgen.evals.baselines.job", str(request),
                            str(tmp_path / "report.json")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     figures = BaselineFigures.model_validate_json((tmp_path / "report.json").read_text())
@@ -35,7 +35,7 @@ def test_the_module_writes_its_report_as_a_child(tmp_path):
 
 
 def test_a_job_that_fails_reports_why_on_every_baseline(tmp_path, monkeypatch):
-    import kgen.evals.timing.baseline_job as job
+    import kgen.evals.baselines.job as job
 
     def broken(request):
         raise FileNotFoundError("problem file gone")
@@ -57,7 +57,7 @@ def test_more_input_sets_are_drawn_only_where_the_device_holds_them():
 def test_importing_the_job_or_the_service_imports_no_toolchain():
     """The job's backend prepares the process before triton is imported (Liger's kernels are
     Triton's); the parent's service stays light."""
-    code = ("import sys, kgen.evals.timing.baseline_job, kgen.evals.timing.baseline_service\n"
+    code = ("import sys, kgen.evals.baselines.job, kgen.evals.baselines.service\n"
             "print(','.join(m for m in ('torch', 'triton') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "", done.stdout + done.stderr

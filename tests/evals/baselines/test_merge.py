@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from kgen.backends.targets import resolve_target
-from kgen.evals.timing.baseline_merge import merge_baselines
-from kgen.evals.timing.baseline_messages import BaselineFigures
+from kgen.evals.baselines.merge import merge_baselines
+from kgen.evals.baselines.messages import BaselineFigures
 from kgen.evals.timing.bench_result import BenchResult, Measurement
 from kgen.evals.timing.sol import speed_of_light, with_measurement
 

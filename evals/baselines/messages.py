@@ -1,10 +1,10 @@
 """What the parent and the trusted baseline job say to each other.
 
 The baselines a candidate is compared with (eager PyTorch, ``torch.compile``, Liger) are
-timed by a job of their own (``baseline_job.py``), a boxed child that loads no candidate
+timed by a job of their own (``baselines/job.py``), a boxed child that loads no candidate
 code: no candidate's process writes the figures it is judged against. The parent
-(``baseline_service.py``) writes a :class:`BaselineRequest`, the job writes back
-:class:`BaselineFigures`, which ``baseline_merge.py`` folds into the candidate's bench.
+(``baselines/service.py``) writes a :class:`BaselineRequest`, the job writes back
+:class:`BaselineFigures`, which ``baselines/merge.py`` folds into the candidate's bench.
 
 Read by the parent: nothing here imports torch or a toolchain.
 """
@@ -41,7 +41,7 @@ class BaselineRequest(BaseModel):
     seed: int = 0
     #: where the job asks for its turn alone on the GPU (``sandbox/gpu_turns.py``); None: no turns
     turn_dir: str | None = None
-    #: the persistent store (``baseline_store.py``); None: measured, not kept
+    #: the persistent store (``baselines/kept_figures.py``); None: measured, not kept
     store_dir: str | None = None
 
 
