@@ -1,13 +1,13 @@
-"""Baselines measured once per run, not once per candidate.
+"""Figures measured once per run, not once per candidate: the device's copy bandwidth and
+matmul rate (the speed-of-light floor's ceilings), and the keys and atomic writes the
+baselines' own store (``evals/baselines/kept_figures.py``) uses too.
 
-In the agent's loop every candidate of a problem is compared with the same eager PyTorch,
-``torch.compile`` and Liger, on the same GPU, at the same sizes. Re-timing them for each
-candidate cost most of an evaluation (``torch.compile`` recompiles in every fresh process,
-and the device's copy bandwidth and matmul rate were re-measured each time), and made the
-"vs torch.compile" figure drift between candidates of one run. So a run keeps them in a
-directory it owns: an entry is reused until it is :data:`MAX_AGE_S` old or has served
-:data:`MAX_USES` evaluations, then measured again; a re-measure whose p10-p90 interval does
-not overlap the old one is reported as drift. The candidate itself is always timed fresh.
+Re-measuring the device's figures for each candidate cost seconds an evaluation and made the
+floor drift between candidates of one run. So a run keeps them in a directory it owns: an
+entry is reused until it is :data:`MAX_AGE_S` old or has served :data:`MAX_USES`
+evaluations, then measured again; a re-measure whose p10-p90 interval does not overlap the
+old one is reported as drift. The candidate itself is always timed fresh, and eager PyTorch,
+``torch.compile`` and Liger are the trusted baseline job's (``evals/baselines/``).
 
 Several evaluations may run at once: entries are written to a temporary file and renamed
 into place, and an unreadable entry is measured again, never trusted. The use count is read,
