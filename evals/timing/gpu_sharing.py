@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kgen.errors import KgenError
 from kgen.evals.sandbox.lifecycle import PARENT_PID_ENV
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
@@ -96,7 +97,7 @@ def processes_from(buffer: ctypes.Array, count: int, exclude: set[int]) -> list[
     return found
 
 
-class NvmlUnavailable(Exception):
+class NvmlUnavailable(KgenError):
     """NVML could not be asked about the device: its library, its start, or no such device."""
 
 
