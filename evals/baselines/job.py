@@ -1,4 +1,4 @@
-"""The trusted baseline job: eager PyTorch, torch.compile and Liger timed in a process of their own.
+"""The trusted baseline job: eager PyTorch, torch.compile, Liger and quack timed in a process of their own.
 
 Run as ``python -m kgen.evals.baselines.job REQUEST.json REPORT.json`` (started by
 ``baselines/service.py`` through ``sandbox/box.run_python_module``, boxed like the verifier
@@ -7,10 +7,12 @@ written by a candidate's process.
 
 Its order keeps the GPU free for the verifications it runs beside:
 
-1. the problem at its bench sizes, its inputs and the eager reference on the device;
+1. the problem at its bench sizes, its inputs and what eager runs on the device: the
+   problem's ``Baseline`` where it declares one (its operation in the dtypes a candidate may
+   use: a bf16 GEMM, not the fp32 reference's), else its reference ``Model``;
 2. whatever the store's policy asks to time (``kept_figures.figures_from_store``) is built
-   and warmed first: ``torch.compile``'s compile and first calls, Liger's first call (its
-   Triton compile). That is CPU work, done while verifiers use the GPU;
+   and warmed first: ``torch.compile``'s compile and first calls, the libraries' first calls
+   (Liger's Triton compile, quack's CuTe DSL compile). That is CPU work, done while verifiers use the GPU;
 3. what can be freed is freed, its own GPU work synchronized, and only then does it ask for
    its turn alone on the GPU (``sandbox/gpu_turns.await_turn``), time (``measure.time_on_gpu``,
    no deferred-work series: a baseline is honest by construction), and give the turn back.
@@ -74,7 +76,9 @@ class GpuBaselineTimings:
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.input_sets = self._inputs()
         torch.manual_seed(request.seed)
-        self.reference = problem.model_class(*problem.get_init_inputs()).to(self.device)
+        # what eager and torch.compile run: the problem's Baseline where it declares one (the
+        # same operation in the dtypes a candidate may use), else its reference Model
+        self.reference = problem.baseline_class(*problem.get_init_inputs()).to(self.device)
         self.built: dict[str, Callable[..., Any]] = {}
         self.waited_s = 0.0
         phases.lap("setup")
@@ -101,14 +105,14 @@ class GpuBaselineTimings:
         return sets
 
     def _build(self, name: str) -> Callable[..., Any]:
-        from kgen.evals.baselines.library import liger_baseline
+        from kgen.evals.baselines.library import LIBRARIES, library_baseline
 
         if name == "eager":
             return self.reference
         if name == "torch.compile":
             return self.torch.compile(self.reference)
-        if name == "liger":
-            return liger_baseline(self.problem)
+        if name in LIBRARIES:
+            return library_baseline(name, self.problem)
         raise ValueError(f"no baseline named {name}")
 
     def _warmed(self, name: str) -> Callable[..., Any]:
@@ -179,18 +183,26 @@ def _version(distribution: str) -> str:
         return "not installed"
 
 
+def library_versions(torch: Any) -> dict[str, str]:
+    """torch's version and each baseline library's ("not installed" where it is not)."""
+    from kgen.evals.baselines.library import LIBRARIES
+
+    return {"torch": torch.__version__,
+            **{dist.replace("-", "_"): _version(dist) for _, dist, _ in LIBRARIES.values()}}
+
+
 def comparable_parts(request: BaselineRequest, problem: LoadedProblem, device_name: str, torch: Any) -> dict[str, Any]:
     """What makes two baseline timings comparable (the store key's parts): the problem file,
-    its sizes and policies, the device, and the versions of torch, Liger and every toolchain
-    the candidates' backend requires."""
+    its sizes and policies, the device, and the versions of torch, the baseline libraries and
+    every toolchain the candidates' backend requires."""
     toolchains = {
         name: str(getattr(importlib.import_module(name), "__version__", "unknown"))
         for name in backend_info(request.backend).requires
     }
     return {
         "problem": file_digest(request.problem_path), "sizes": problem.sizes,
-        "policies": request.policies.describe(), "device": device_name, "torch": torch.__version__,
-        "liger_kernel": _version("liger-kernel"), "measurement": MEASUREMENT_VERSION, **toolchains,
+        "policies": request.policies.describe(), "device": device_name, **library_versions(torch),
+        "measurement": MEASUREMENT_VERSION, **toolchains,
     }
 
 
@@ -221,7 +233,7 @@ def run(request: BaselineRequest) -> BaselineFigures:
         figures.errors["shared_gpu"] = shared
     return figures.model_copy(update={
         "device_name": device_name, "sizes": dict(problem.sizes), "shared_gpu": shared,
-        "phase_seconds": phases.seconds, "finished": True,
+        "versions": library_versions(torch), "phase_seconds": phases.seconds, "finished": True,
     })
 
 

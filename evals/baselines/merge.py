@@ -1,6 +1,6 @@
 """A candidate's bench and the baseline job's figures, made one ``BenchResult``.
 
-The verifier's timing stage times only the candidate (and the device's ceilings for the speed-of-light floor); eager PyTorch, ``torch.compile`` and Liger
+The verifier's timing stage times only the candidate (and the device's ceilings for the speed-of-light floor); eager PyTorch, ``torch.compile``, Liger and quack
 come from the trusted baseline job (``baselines/job.py``). :func:`merge_baselines` puts them
 where the timing stage used to, so ``BenchResult.speedup``, the SOL score against eager, the
 report and the knowledge base read them unchanged. Figures from another GPU or other sizes
@@ -54,6 +54,7 @@ def merge_baselines(bench: BenchResult, figures: BaselineFigures) -> BenchResult
     for key, why in figures.errors.items():
         out.errors["baselines shared_gpu" if key == "shared_gpu" else key] = why
     out.baselines = _origin(figures)
+    out.baseline_versions = dict(figures.versions)
     eager_ms = out.median("eager")
     if out.sol is not None and eager_ms is not None:
         sol = SpeedOfLight.model_validate(out.sol)

@@ -1,6 +1,6 @@
 """What the parent and the trusted baseline job say to each other.
 
-The baselines a candidate is compared with (eager PyTorch, ``torch.compile``, Liger) are
+The baselines a candidate is compared with (eager PyTorch, ``torch.compile``, Liger, quack) are
 timed by a job of their own (``baselines/job.py``), a boxed child that loads no candidate
 code: no candidate's process writes the figures it is judged against. The parent
 (``baselines/service.py``) writes a :class:`BaselineRequest`, the job writes back
@@ -21,7 +21,7 @@ from kgen.evals.problem.policies import Policies
 from kgen.evals.timing.bench_result import Measurement
 
 #: The baselines the job times, in the order they are built and reported.
-BASELINES = ("eager", "torch.compile", "liger")
+BASELINES = ("eager", "torch.compile", "liger", "quack")
 
 #: How the figures came to be: measured now, reused from the store after the eager re-check,
 #: measured again because the re-check found drift, or not measured at all (no GPU, a failure).
@@ -52,7 +52,7 @@ class BaselineFigures(BaseModel):
     key: str | None = None
     device_name: str = ""
     sizes: dict[str, int] = Field(default_factory=dict)
-    #: "eager", "torch.compile", "liger" -> its measurement (``reused`` and ``age_s`` set when
+    #: "eager", "torch.compile", "liger", "quack" -> its measurement (``reused`` and ``age_s`` set when
     #: it came from the store)
     measurements: dict[str, Measurement] = Field(default_factory=dict)
     #: a baseline that was not measured ("liger": "not measured: ..."), drift found by the
@@ -65,6 +65,8 @@ class BaselineFigures(BaseModel):
     shared_gpu: str | None = None
     #: seconds per phase ("build", "wait", "measure", ...): what the job cost
     phase_seconds: dict[str, float] = Field(default_factory=dict)
+    #: the versions the figures were timed with: torch and each baseline library
+    versions: dict[str, str] = Field(default_factory=dict)
     #: the job reached its end (a missing or unfinished report: it died on the way)
     finished: bool = False
 

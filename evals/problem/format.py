@@ -20,8 +20,16 @@ KernelBench ignores:
 ``KGEN_PRECISION``            "ieee" (default) or "tf32" (``evals/problem/policies.py``)
 ``KGEN_TORCH_OPS``            "strict" or "library" (default: strict for kgen's problems,
                               library for plain KernelBench files)
+``KGEN_BASELINE_COMPUTE``     what eager PyTorch and ``torch.compile`` compute in when a
+                              candidate is timed against them ("bf16 GEMM, fp32 accumulation"),
+                              stated beside every timing table
 ``kgen_bytes()``, ``kgen_flops()``  the fewest bytes moved / FLOPs done at the
                               module's current sizes (used for speed-of-light)
+``class Baseline(nn.Module)``  optional: what eager and ``torch.compile`` run instead of
+                              ``Model`` when the reference computes in wider dtypes than a
+                              candidate may use (a GEMM's fp32 reference against a bf16 kernel
+                              is not like for like). Same inputs and outputs as ``Model``; the
+                              fp64 verification still uses ``Model``.
 
 Size constants (``batch_size = 16``, ``height = width = 256``, ``input_shape =
 (32768,)``, ...; ``evals/problem/size_constants.py`` says which forms and how they are
@@ -79,11 +87,20 @@ class ProblemInfo(BaseModel):
     probe_sizes: dict[str, int] | None = None
     precision: str | None = None
     torch_ops: str | None = None
+    #: what the eager and torch.compile baselines compute in (``KGEN_BASELINE_COMPUTE``)
+    baseline_compute: str = ""
+    #: the file declares ``class Baseline``: eager and torch.compile run it, not ``Model``
+    has_baseline_class: bool = False
     has_kgen_metadata: bool = False
 
     def policies(self, precision: str | None = None, torch_ops: str | None = None) -> Policies:
         """The policies a candidate for this problem is judged under (flags override the file)."""
         return policies_for(self.precision, self.torch_ops, not self.has_kgen_metadata, precision, torch_ops)
+
+    def baseline_statement(self) -> str:
+        """What eager PyTorch and torch.compile run and compute in, as tables state it."""
+        runs = "Baseline" if self.has_baseline_class else "Model"
+        return f"{runs}: {self.baseline_compute or 'the reference as written'}"
 
     def cpu_sizes(self) -> dict[str, int]:
         """Sizes small enough for the Triton interpreter, consistent with the file's relations.
@@ -138,6 +155,11 @@ class LoadedProblem:
     @property
     def model_class(self) -> type:
         return self.module.Model
+
+    @property
+    def baseline_class(self) -> type:
+        """What eager PyTorch and ``torch.compile`` are timed running: ``Baseline`` if declared."""
+        return getattr(self.module, "Baseline", None) or self.module.Model
 
     def get_inputs(self) -> list[Any]:
         return list(self.module.get_inputs())
@@ -225,6 +247,8 @@ def read_problem(path: str | Path) -> ProblemInfo:
         probe_sizes=meta.get("KGEN_PROBE_SIZES"),
         precision=meta.get("KGEN_PRECISION"),
         torch_ops=meta.get("KGEN_TORCH_OPS"),
+        baseline_compute=meta.get("KGEN_BASELINE_COMPUTE", ""),
+        has_baseline_class="Baseline" in defined,
         has_kgen_metadata=bool(meta),
     )
 

@@ -117,10 +117,16 @@ class SuiteRow(ResultModel):
     eager_ms: float | None = None
     compile_ms: float | None = None
     liger_ms: float | None = None
+    quack_ms: float | None = None
     #: baseline ms / candidate ms: > 1 means the candidate is faster
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedup_vs_liger: float | None = None
+    speedup_vs_quack: float | None = None
+    #: what eager and torch.compile ran and computed in (``ProblemInfo.baseline_statement``)
+    baseline: str = ""
+    #: the versions the baselines were timed with (torch, liger_kernel, quack_kernels)
+    baseline_versions: dict[str, str] = Field(default_factory=dict)
     #: baselines whose p10-p90 interval overlaps the candidate's: no speedup either way is
     #: claimed against them, whatever the ratio of the medians ("≈" in the tables)
     same_speed_as: list[str] = Field(default_factory=list)
@@ -165,6 +171,7 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
         "rejection": rejection if rejection is not None else (result.inconclusive.value if result.inconclusive else None),
         "reason": result.reason,
         "policies": result.policies.describe(),
+        "baseline": info.baseline_statement(),
     }
     bench = result.bench
     if bench is None:
@@ -173,7 +180,7 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
     flags: list[str] = []
     times: dict[str, float | None] = {}
     for key, label in (("candidate", "candidate"), ("eager", "eager"),
-                       ("torch.compile", "compile"), ("liger", "liger")):
+                       ("torch.compile", "compile"), ("liger", "liger"), ("quack", "quack")):
         meas = bench.measurements.get(key)
         times[label] = bench.median(key)
         if meas is not None and meas.error:
@@ -192,17 +199,20 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
         eager_ms=times["eager"],
         compile_ms=times["compile"],
         liger_ms=times["liger"],
+        quack_ms=times["quack"],
         speedup_vs_eager=_ratio(times["eager"], times["candidate"]),
         speedup_vs_compile=_ratio(times["compile"], times["candidate"]),
         speedup_vs_liger=_ratio(times["liger"], times["candidate"]),
+        speedup_vs_quack=_ratio(times["quack"], times["candidate"]),
         pct_of_sol=_number(sol.get("pct_of_sol")),
         achieved_tbs=_number(sol.get("achieved_tbs")),
         achieved_tflops=_number(sol.get("achieved_tflops")),
         sol_score=_number(sol.get("score")),
-        same_speed_as=[name for name in ("eager", "torch.compile", "liger")
+        same_speed_as=[name for name in ("eager", "torch.compile", "liger", "quack")
                        if (speedup := bench.speedup(name)) is not None and not speedup.claimed],
         flags=flags,
         device_name=bench.device_name,
+        baseline_versions=dict(bench.baseline_versions),
     )
     return SuiteRow(**row)
 
@@ -268,8 +278,8 @@ class SuiteReport(ResultModel):
 
 CSV_COLUMNS = (
     "device", "date", "problem", "candidate", "verdict", "rejection", "reason", "policies",
-    "candidate_ms", "eager_ms", "compile_ms", "liger_ms",
-    "speedup_vs_eager", "speedup_vs_compile", "speedup_vs_liger",
+    "candidate_ms", "eager_ms", "compile_ms", "liger_ms", "quack_ms",
+    "speedup_vs_eager", "speedup_vs_compile", "speedup_vs_liger", "speedup_vs_quack", "baseline",
     "pct_of_sol", "achieved_tbs", "achieved_tflops", "sol_score", "flags",
 )
 
@@ -279,7 +289,7 @@ def _write_csv(rows: Sequence[SuiteRow], summary: SuiteSummary, path: Path, date
         writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for row in rows:
-            data = row.model_dump(exclude={"device_name", "flags"})
+            data = row.model_dump(exclude={"device_name", "flags", "baseline_versions"})
             data.update(device=row.device_name or summary.device_name, date=date,
                         flags="; ".join(row.flags))
             writer.writerow({k: ("" if data.get(k) is None else data[k]) for k in CSV_COLUMNS})
@@ -327,15 +337,15 @@ def render_markdown(rows: Sequence[SuiteRow], summary: SuiteSummary, command: st
     lines = [
         f"`{command}`, {gpu}, {date}",
         "",
-        "| problem | verdict | policies | time ms | TB/s | TFLOP/s | %SOL | vs eager | vs compile | vs Liger |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| problem | verdict | policies | time ms | TB/s | TFLOP/s | %SOL | vs eager | vs compile | vs Liger | vs quack |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         cells = [
             row.problem, _verdict_text(row), row.policies or "-", _fmt(row.candidate_ms, 3), _fmt(row.achieved_tbs, 3),
             _fmt(row.achieved_tflops, 3), _fmt(row.pct_of_sol, 3, "%"),
             _speedup_cell(row, "eager", row.speedup_vs_eager), _speedup_cell(row, "torch.compile", row.speedup_vs_compile),
-            _speedup_cell(row, "liger", row.speedup_vs_liger),
+            _speedup_cell(row, "liger", row.speedup_vs_liger), _speedup_cell(row, "quack", row.speedup_vs_quack),
         ]
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     lines += [
@@ -350,8 +360,23 @@ def render_markdown(rows: Sequence[SuiteRow], summary: SuiteSummary, command: st
         f"{_fmt(summary.geomean_speedup_vs_eager, 3, 'x')} vs eager, "
         f"{_fmt(summary.geomean_speedup_vs_compile, 3, 'x')} vs torch.compile",
         "",
+        *_baseline_lines(rows),
     ]
     return "\n".join(lines)
+
+
+def _baseline_lines(rows: Sequence[SuiteRow]) -> list[str]:
+    """What each problem's eager and torch.compile ran, and the versions every baseline was
+    timed with: a speedup means nothing without saying what it is over."""
+    stated = [row for row in rows if row.baseline]
+    if not stated:
+        return []
+    lines = ["What eager and torch.compile ran (≈: intervals overlap, no speedup claimed either way):", ""]
+    lines += [f"- {row.problem}: {row.baseline}" for row in stated]
+    versions = next((row.baseline_versions for row in rows if row.baseline_versions), None)
+    if versions:
+        lines += ["", "Baselines timed with " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "."]
+    return [*lines, ""]
 
 
 # --- SVG chart

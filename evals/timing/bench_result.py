@@ -93,7 +93,7 @@ class BenchResult(BaseModel):
 
     device_name: str = ""
     sizes: dict[str, int] = Field(default_factory=dict)
-    #: "candidate", "eager", "torch.compile", "liger" -> its measurement
+    #: "candidate", "eager", "torch.compile", "liger", "quack" -> its measurement
     measurements: dict[str, Measurement] = Field(default_factory=dict)
     #: what could not be measured, drift of a re-measured baseline, a shared GPU
     errors: dict[str, str] = Field(default_factory=dict)
@@ -116,6 +116,8 @@ class BenchResult(BaseModel):
     #: (``baselines/merge.py``: measured, reused from the store after an eager re-check,
     #: measured again after drift); None: timed in the candidate's verifier
     baselines: str | None = None
+    #: the versions the baselines were timed with (torch, liger_kernel, quack_kernels)
+    baseline_versions: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("measurements", mode="before")
     @classmethod

@@ -22,6 +22,7 @@ KGEN_NAME = "causal_attention_forward"
 KGEN_ALIASES = ["causal attention", "flash attention forward", "causal self attention", "attention fwd", "causal sdpa"]
 KGEN_DESCRIPTION = "Causal self-attention forward (bf16 q, k, v [B, H, S, D]), fp32 softmax, bf16 output"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "bf16 scaled_dot_product_attention(is_causal=True): bf16 matmuls accumulated in fp32, fp32 softmax (the Baseline; the fp32 reference is not timed)"
 KGEN_FIXED_SIZES = ["HEAD_DIM"]
 KGEN_SMALL_SIZES = {"BATCH": 2, "HEADS": 3, "SEQ": 37, "HEAD_DIM": 24}
 KGEN_EXTRA_SIZES = [{"BATCH": 1, "HEADS": 5, "SEQ": 1000, "HEAD_DIM": 80}, {"BATCH": 1, "HEADS": 16, "SEQ": 4096, "HEAD_DIM": 64}]
@@ -42,6 +43,19 @@ class Model(nn.Module):
         probs = torch.softmax(scores, dim=-1)
         out = torch.matmul(probs, v.to(acc))
         return out.to(q.dtype)
+
+
+class Baseline(nn.Module):
+    """What a PyTorch user runs, and what kgen times eager and torch.compile on: bf16
+    scaled_dot_product_attention with the causal mask (its flash and cuDNN backends keep the
+    softmax statistics in fp32). The reference above spells the math out in fp32 for
+    verification; timing it would compare fp32 matmuls with a bf16 kernel."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 def get_inputs():

@@ -21,6 +21,7 @@ KGEN_NAME = "conv1d"
 KGEN_ALIASES = ["causal conv1d", "depthwise conv1d", "causal_conv1d_fn", "mamba conv1d", "depthwise causal conv"]
 KGEN_DESCRIPTION = "Depthwise causal conv1d with bias (bf16 x [B, C, S], kernel size 4), fp32 math, bf16 output"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_SMALL_SIZES = {"BATCH": 2, "CHANNELS": 37, "SEQ": 50}
 KGEN_EXTRA_SIZES = [{"BATCH": 3, "CHANNELS": 1000, "SEQ": 1001, "KERNEL_SIZE": 3}, {"BATCH": 4, "CHANNELS": 8192, "SEQ": 4096}]
 

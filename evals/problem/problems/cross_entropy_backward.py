@@ -16,6 +16,7 @@ KGEN_NAME = "cross_entropy_backward"
 KGEN_ALIASES = ["cross entropy bwd", "cross entropy grad", "ce backward", "ce bwd", "softmax cross entropy backward"]
 KGEN_DESCRIPTION = "Cross-entropy backward (bf16 logits, int64 targets, fp32 grad_loss): bf16 grad_logits"
 KGEN_KIND = "backward"
+KGEN_BASELINE_COMPUTE = "fp32 softmax of the bf16 logits, bf16 gradient (the reference)"
 KGEN_SMALL_SIZES = {"N_TOKENS": 37, "VOCAB": 3001}
 KGEN_EXTRA_SIZES = [{"N_TOKENS": 257, "VOCAB": 32003}, {"N_TOKENS": 64, "VOCAB": 128256}]
 

@@ -16,6 +16,7 @@ KGEN_NAME = "cross_entropy_forward"
 KGEN_ALIASES = ["cross entropy", "cross entropy fwd", "ce forward", "ce loss", "softmax cross entropy"]
 KGEN_DESCRIPTION = "Cross-entropy forward (bf16 logits, int64 targets): per-token fp32 loss via fp32 log-sum-exp"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 log-sum-exp of the bf16 logits, fp32 loss (the reference)"
 KGEN_SMALL_SIZES = {"N_TOKENS": 37, "VOCAB": 3001}
 KGEN_EXTRA_SIZES = [{"N_TOKENS": 257, "VOCAB": 32003}, {"N_TOKENS": 64, "VOCAB": 128256}]
 

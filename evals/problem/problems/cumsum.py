@@ -15,6 +15,7 @@ KGEN_NAME = "cumsum"
 KGEN_ALIASES = ["prefix sum", "cumulative sum", "inclusive scan", "scan", "cumsum last dim"]
 KGEN_DESCRIPTION = "Inclusive prefix sum (cumsum) along the last dim of an fp32 [ROWS, COLS] tensor, fp32 accumulation"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 in, fp32 scan, fp32 out (the reference)"
 KGEN_SMALL_SIZES = {"ROWS": 37, "COLS": 96}
 KGEN_PROBE_SIZES = {"ROWS": 3, "COLS": 4096}
 KGEN_EXTRA_SIZES = [{"ROWS": 999, "COLS": 1531}, {"ROWS": 4, "COLS": 65537}]

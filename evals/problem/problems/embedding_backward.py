@@ -25,6 +25,7 @@ KGEN_NAME = "embedding_backward"
 KGEN_ALIASES = ["embedding bwd", "embedding grad", "embedding_dense_backward", "embedding weight gradient", "nn.Embedding backward"]
 KGEN_DESCRIPTION = "Embedding backward: bf16 grad_out rows scattered by Zipf-distributed int64 ids into an fp32 grad_weight"
 KGEN_KIND = "backward"
+KGEN_BASELINE_COMPUTE = "fp32 index_add_ of the bf16 rows into the fp32 table (the reference)"
 KGEN_SMALL_SIZES = {"N_TOKENS": 37, "DIM": 100, "VOCAB": 50}
 KGEN_PROBE_SIZES = {"N_TOKENS": 2048, "DIM": 16, "VOCAB": 64}
 KGEN_EXTRA_SIZES = [{"N_TOKENS": 1000, "DIM": 4095, "VOCAB": 301}, {"N_TOKENS": 8192, "DIM": 768, "VOCAB": 50257}]

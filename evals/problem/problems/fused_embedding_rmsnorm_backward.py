@@ -34,6 +34,7 @@ KGEN_NAME = "fused_embedding_rmsnorm_backward"
 KGEN_ALIASES = ["embedding rmsnorm backward", "fused embedding norm bwd", "embedding_rmsnorm_bwd", "embed rmsnorm grad", "embedding then rmsnorm backward"]
 KGEN_DESCRIPTION = "Fused embedding + RMSNorm backward: bf16 grad_out, Zipf int64 ids -> fp32 grad_emb_weight (scattered) and fp32 grad_norm_weight"
 KGEN_KIND = "backward"
+KGEN_BASELINE_COMPUTE = "fp32 math on the bf16 rows, fp32 gradients (the reference)"
 KGEN_SMALL_SIZES = {"N_TOKENS": 37, "DIM": 100, "VOCAB": 50}
 KGEN_PROBE_SIZES = {"N_TOKENS": 2048, "DIM": 16, "VOCAB": 64}
 KGEN_EXTRA_SIZES = [{"N_TOKENS": 1000, "DIM": 4095, "VOCAB": 301}, {"N_TOKENS": 4096, "DIM": 4096, "VOCAB": 50257}]

@@ -17,6 +17,7 @@ KGEN_NAME = "gelu"
 KGEN_ALIASES = ["gelu forward", "gelu tanh", "gelu_new", "approximate gelu", "gpt2 gelu"]
 KGEN_DESCRIPTION = "GELU forward (bf16), tanh approximation as in GPT-2, fp32 math inside"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_SMALL_SIZES = {"TOKENS": 37, "FFN_DIM": 100}
 KGEN_EXTRA_SIZES = [{"TOKENS": 1000, "FFN_DIM": 4095}, {"TOKENS": 4096, "FFN_DIM": 49152}]
 

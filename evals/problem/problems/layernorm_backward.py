@@ -21,6 +21,7 @@ KGEN_NAME = "layernorm_backward"
 KGEN_ALIASES = ["layernorm bwd", "layer norm backward", "layernorm grad", "layer norm bwd", "layernorm backward pass"]
 KGEN_DESCRIPTION = "LayerNorm backward (bf16, fp32 saved mean/rstd): grad_x, grad_weight and grad_bias"
 KGEN_KIND = "backward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_SMALL_SIZES = {"ROWS": 37, "HIDDEN": 96}
 KGEN_PROBE_SIZES = {"ROWS": 2048, "HIDDEN": 16}
 KGEN_EXTRA_SIZES = [{"ROWS": 1000, "HIDDEN": 4095}, {"ROWS": 3, "HIDDEN": 16384}]

@@ -17,6 +17,7 @@ KGEN_NAME = "layernorm_forward"
 KGEN_ALIASES = ["layernorm", "layer norm", "layer norm fwd", "layernorm fwd", "layer norm forward"]
 KGEN_DESCRIPTION = "LayerNorm forward (bf16 x, weight and bias, fp32 statistics): y = (x - mean) * rstd * weight + bias"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_SMALL_SIZES = {"ROWS": 37, "HIDDEN": 96}
 KGEN_EXTRA_SIZES = [{"ROWS": 1000, "HIDDEN": 4095}, {"ROWS": 3, "HIDDEN": 16384}]
 

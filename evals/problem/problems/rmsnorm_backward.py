@@ -16,6 +16,7 @@ KGEN_NAME = "rmsnorm_backward"
 KGEN_ALIASES = ["rmsnorm bwd", "rms norm backward", "rmsnorm grad", "rms_norm_backward", "rmsnorm backward pass"]
 KGEN_DESCRIPTION = "RMSNorm backward (bf16): grad_x and grad_weight from grad_out, x, weight and saved rstd"
 KGEN_KIND = "backward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_SMALL_SIZES = {"ROWS": 37, "HIDDEN": 96}
 KGEN_PROBE_SIZES = {"ROWS": 2048, "HIDDEN": 16}
 KGEN_EXTRA_SIZES = [{"ROWS": 1000, "HIDDEN": 4095}, {"ROWS": 3, "HIDDEN": 8192}]

@@ -16,6 +16,7 @@ KGEN_NAME = "rmsnorm_forward"
 KGEN_ALIASES = ["rmsnorm", "rms norm", "rmsnorm fwd", "rms norm forward", "rmsnorm forward pass"]
 KGEN_DESCRIPTION = "RMSNorm forward (bf16 x and weight, fp32 statistics): y = x * rstd * weight"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_SMALL_SIZES = {"ROWS": 37, "HIDDEN": 96}
 KGEN_EXTRA_SIZES = [{"ROWS": 1000, "HIDDEN": 4095}, {"ROWS": 3, "HIDDEN": 16384}]
 

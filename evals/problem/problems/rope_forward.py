@@ -23,6 +23,7 @@ KGEN_NAME = "rope_forward"
 KGEN_ALIASES = ["rope", "rotary embedding", "rotary position embedding", "apply rotary pos emb", "rotary forward"]
 KGEN_DESCRIPTION = "Rotary position embedding forward (bf16 x [B, S, H, D], rotate-half layout, fp32 cos/sin cache)"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_FIXED_SIZES = ["HEAD_DIM"]
 KGEN_SMALL_SIZES = {"BATCH": 2, "SEQ": 37, "HEADS": 3, "HEAD_DIM": 24}
 KGEN_EXTRA_SIZES = [{"BATCH": 3, "SEQ": 1000, "HEADS": 5, "HEAD_DIM": 80}, {"BATCH": 1, "SEQ": 8192, "HEADS": 64, "HEAD_DIM": 128}]

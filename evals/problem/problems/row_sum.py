@@ -16,6 +16,7 @@ KGEN_NAME = "row_sum"
 KGEN_ALIASES = ["row sum", "sum last dim", "row reduction", "reduce sum", "sum over last dim"]
 KGEN_DESCRIPTION = "Sum over the last dim of a bf16 [ROWS, COLS] tensor, fp32 accumulation, fp32 output"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 sum of bf16 inputs, fp32 output (the reference)"
 KGEN_SMALL_SIZES = {"ROWS": 37, "COLS": 96}
 KGEN_PROBE_SIZES = {"ROWS": 3, "COLS": 4096}
 KGEN_EXTRA_SIZES = [{"ROWS": 1001, "COLS": 1531}, {"ROWS": 5, "COLS": 262147}]

@@ -16,6 +16,7 @@ KGEN_NAME = "softcap"
 KGEN_ALIASES = ["logit softcap", "soft cap", "softcapping", "tanh softcap", "logit soft capping"]
 KGEN_DESCRIPTION = "Logit softcap cap * tanh(x / cap) (bf16 logits, fp32 math), as in Gemma 2's final logits"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_SMALL_SIZES = {"N_TOKENS": 37, "VOCAB": 515}
 KGEN_EXTRA_SIZES = [{"N_TOKENS": 1001, "VOCAB": 32003}, {"N_TOKENS": 3, "VOCAB": 256000}]
 

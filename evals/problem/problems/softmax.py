@@ -15,6 +15,7 @@ KGEN_NAME = "softmax"
 KGEN_ALIASES = ["row softmax", "softmax forward", "softmax fwd", "softmax last dim", "attention softmax"]
 KGEN_DESCRIPTION = "Softmax over the last dim of an fp32 [ROWS, COLS] tensor (fp32 in, fp32 out)"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 in, fp32 math, fp32 out (the reference)"
 KGEN_SMALL_SIZES = {"ROWS": 37, "COLS": 96}
 KGEN_PROBE_SIZES = {"ROWS": 3, "COLS": 4096}
 KGEN_EXTRA_SIZES = [{"ROWS": 999, "COLS": 1531}, {"ROWS": 64, "COLS": 32003}]

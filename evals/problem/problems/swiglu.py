@@ -17,6 +17,7 @@ KGEN_NAME = "swiglu"
 KGEN_ALIASES = ["swiglu forward", "silu and mul", "silu_mul", "swish glu", "silu gate times up"]
 KGEN_DESCRIPTION = "SwiGLU forward (bf16): silu(gate) * up elementwise, fp32 math inside"
 KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
 KGEN_SMALL_SIZES = {"TOKENS": 37, "INTERMEDIATE": 100}
 KGEN_EXTRA_SIZES = [{"TOKENS": 1000, "INTERMEDIATE": 4095}, {"TOKENS": 8192, "INTERMEDIATE": 14336}]
 

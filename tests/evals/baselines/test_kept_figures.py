@@ -18,6 +18,7 @@ from kgen.evals.baselines.kept_figures import (
     figures_from_store,
     read_entry,
 )
+from kgen.evals.baselines.messages import BASELINES
 from kgen.evals.timing.bench_result import Measurement
 
 PARTS = {"problem": "abc", "sizes": {"n": 4}, "device": "NVIDIA H100 80GB HBM3", "torch": "2.5"}
@@ -61,7 +62,7 @@ class Clock:
 def test_a_first_run_measures_every_baseline_and_keeps_them(tmp_path):
     timings = FakeTimings()
     figures = figures_from_store(tmp_path, KEY, PARTS, timings, now=Clock())
-    assert figures.origin == "measured" and timings.calls == [("measure", ("eager", "torch.compile", "liger"))]
+    assert figures.origin == "measured" and timings.calls == [("measure", BASELINES)]
     assert figures.measurements["eager"].median_ms == 1.0 and not figures.measurements["eager"].reused
     assert figures.errors == {"liger": "not measured: liger-kernel is not installed"}
     entry, note = read_entry(tmp_path, KEY)
@@ -85,7 +86,7 @@ def test_a_drifted_re_check_measures_everything_again_and_says_so(tmp_path):
     figures_from_store(tmp_path, KEY, PARTS, FakeTimings(), now=Clock(1000.0))
     timings = FakeTimings(eager_ms=1.4, recheck_ms=1.4, compile_ms=0.7)
     figures = figures_from_store(tmp_path, KEY, PARTS, timings, now=Clock(2000.0))
-    assert timings.calls == ["recheck", ("measure", ("eager", "torch.compile", "liger"))]
+    assert timings.calls == ["recheck", ("measure", BASELINES)]
     assert figures.origin == "remeasured_after_drift"
     assert figures.errors["baselines drift"].startswith("drift: eager re-checked at 1.4000 ms, outside")
     assert "every baseline measured again" in figures.errors["baselines drift"]
@@ -107,7 +108,7 @@ def test_a_corrupt_entry_is_ignored_measured_again_and_replaced(tmp_path, conten
     entry_path(tmp_path, KEY).write_bytes(content)
     timings = FakeTimings()
     figures = figures_from_store(tmp_path, KEY, PARTS, timings, now=Clock())
-    assert figures.origin == "measured" and timings.calls == [("measure", ("eager", "torch.compile", "liger"))]
+    assert figures.origin == "measured" and timings.calls == [("measure", BASELINES)]
     assert "corrupt baseline store entry" in figures.errors["baselines store"]
     assert read_entry(tmp_path, KEY)[0] is not None  # replaced by a readable one
 
@@ -136,7 +137,7 @@ def test_without_a_store_every_call_measures_and_keeps_nothing(tmp_path):
     timings = FakeTimings()
     figures_from_store(None, KEY, PARTS, timings, now=Clock())
     figures_from_store(None, KEY, PARTS, timings, now=Clock())
-    assert timings.calls == [("measure", ("eager", "torch.compile", "liger"))] * 2
+    assert timings.calls == [("measure", BASELINES)] * 2
 
 
 def test_a_store_that_cannot_be_written_costs_reuse_not_the_figures(tmp_path):

@@ -51,3 +51,23 @@ def test_names_and_aliases_resolve_forgivingly(typed, name):
 def test_unknown_name_suggests_the_nearest():
     with pytest.raises(UnknownProblemError, match="did you mean .*rmsnorm_backward"):
         resolve_problem("rmsnrm_backwards")
+
+
+def test_every_catalog_problem_states_what_its_baselines_compute_in():
+    for info in catalog():
+        assert info.baseline_compute, f"{info.name} has no KGEN_BASELINE_COMPUTE"
+
+
+@pytest.mark.parametrize("name", [i.name for i in catalog() if i.has_baseline_class])
+def test_a_declared_baseline_computes_the_problems_operation(name):
+    """A problem's Baseline (what eager and torch.compile are timed on) is the same operation
+    as its reference, in narrower dtypes: close to the fp64 reference, not equal to it."""
+    info = next(i for i in catalog() if i.name == name)
+    problem = load_problem(info.path, info.cpu_sizes())
+    torch.manual_seed(0)
+    inputs = problem.get_inputs()
+    reference = problem.model_class()(*[t.double() if t.is_floating_point() else t for t in inputs])
+    baseline = problem.baseline_class()(*inputs)
+    assert baseline.dtype == inputs[0].dtype
+    error = ((baseline.double() - reference).norm() / reference.norm()).item()
+    assert error < 2e-2, f"{name}: Baseline is {error:.3g} from the reference"

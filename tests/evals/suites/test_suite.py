@@ -262,3 +262,20 @@ def test_a_kernelbench_level_folder_sorts_by_problem_number_and_finds_solutions_
     assert found["2_B"].name == "level1_2_B.py"
     assert found["10_C"].name == "level_1_problem_10_sample_0_kernel.py"
     assert found["1_A"] is None and found["19_ReLU"] is None
+
+
+def test_quack_is_a_column_and_the_table_says_what_each_baseline_ran():
+    b = bench(1.0, 2.0, 1.5)
+    b["measurements"]["quack"] = {"median_ms": 1.25, "p10_ms": 1.2, "p90_ms": 1.3, "trials": 100, "flags": []}
+    b["baseline_versions"] = {"torch": "2.11.0", "liger_kernel": "0.8.5", "quack_kernels": "0.6.5"}
+    problem = ProblemInfo(name="x", path=Path("/nowhere/x.py"), baseline_compute="bf16 GEMM, fp32 accumulation",
+                          has_baseline_class=True)
+    row = row_from_result(result("x", bench=b), problem, "/c/x.py")
+    assert row.quack_ms == 1.25 and row.speedup_vs_quack == pytest.approx(1.25)
+    assert row.baseline == "Baseline: bf16 GEMM, fp32 accumulation"
+    table = render_markdown([row], summarize([row]), "kgen bench", "2026-01-01")
+    assert "| vs quack |" in table and "| 1.25x |" in table
+    assert "- x: Baseline: bf16 GEMM, fp32 accumulation" in table
+    assert "liger_kernel 0.8.5, quack_kernels 0.6.5, torch 2.11.0" in table
+    plain = row_from_result(result("y", bench=bench(1.0, 2.0)), info("y"), "/c/y.py")
+    assert plain.baseline == "Model: the reference as written"
