@@ -5,10 +5,13 @@ verification and the timings kgen measured. The seed kernels are verified on a
 lent GPU (`scripts/gpu_verify.sh` -> docs/gpu_runs/eval_<problem>.json for Triton,
 `scripts/gpu_cute.sh` -> docs/gpu_runs/cute/eval_<problem>.json for CuTe DSL) and
 timed by `kgen bench` (docs/bench_h100/suite.json, docs/bench_h100_cute/suite.json);
+or by `kgen bench --device cuda` alone (its --out folder's results/<problem>.json are the
+verdicts, its suite.json the timings: `--runs OUT/results --suite OUT/suite.json`);
 this script distils both into knowledge_base/seed_kernels/<backend>/evidence.json,
 keyed by problem and tied to each seed's normalised code hash, so a seed edited later
 without a new GPU run is caught (tests/knowledge_base/test_seeding.py). A seed whose
-GPU verdict is not "passed" gets no evidence (and so cannot ship).
+GPU verdict is not "passed" gets no evidence (and so cannot ship). A seed with no run in
+``--runs`` keeps its recorded evidence if its code is unchanged.
 
     python scripts/seed_evidence.py                      # triton
     python scripts/seed_evidence.py --backend cute --seeds DIR
@@ -35,15 +38,27 @@ RECORDS = {
 }
 
 
-def evidence_for(seeds: Path, runs: Path, suite_path: Path, script: str) -> dict[str, dict]:
-    """problem -> evidence record, for every seed in ``seeds`` the GPU passed."""
+def _run_file(runs: Path, problem: str) -> Path | None:
+    """``eval_<problem>.json`` (scripts/gpu_verify.sh) or ``<problem>.json`` (kgen bench's results/)."""
+    return next((p for p in (runs / f"eval_{problem}.json", runs / f"{problem}.json") if p.is_file()), None)
+
+
+def evidence_for(seeds: Path, runs: Path, suite_path: Path, script: str,
+                 previous: dict[str, dict] | None = None) -> dict[str, dict]:
+    """problem -> evidence record, for every seed in ``seeds`` the GPU passed (or, with no run
+    in ``runs``, whose ``previous`` record is for the same code)."""
     suite = json.loads(suite_path.read_text())
     rows = {row["problem"]: row for row in suite["rows"] if row["verdict"] == "passed"}
     evidence: dict[str, dict] = {}
     for seed in sorted(seeds.glob("*.py")):
-        run = runs / f"eval_{seed.stem}.json"
-        if not run.is_file():
-            print(f"skipped {seed.name}: no GPU verification in {run}")
+        run = _run_file(runs, seed.stem)
+        if run is None:
+            kept = (previous or {}).get(seed.stem)
+            if kept is not None and kept["code_hash"] == normalised_code_hash(seed.read_text()):
+                evidence[seed.stem] = kept
+                print(f"kept {seed.name}: no new GPU run, its recorded evidence is for this code")
+            else:
+                print(f"skipped {seed.name}: no GPU verification in {runs}")
             continue
         result = EvalResult.model_validate_json(run.read_text())
         if not result.passed:
@@ -83,8 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     seeds = args.seeds or SEED_KERNELS_DIR / args.backend
     runs, suite, script = RECORDS[args.backend]
     runs, suite = args.runs or runs, args.suite or suite
-    evidence = evidence_for(seeds, runs, suite, script)
     out = args.out or seeds / "evidence.json"
+    previous = json.loads(out.read_text()) if out.is_file() else {}
+    evidence = evidence_for(seeds, runs, suite, script, previous)
     out.write_text(json.dumps(evidence, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}: {len(evidence)} seed kernels")
 

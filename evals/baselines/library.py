@@ -51,9 +51,10 @@ def library_baseline(name: str, problem: LoadedProblem) -> Callable[..., Any]:
     """Library ``name``'s op for this problem, or BaselineUnavailable saying why not."""
     label = LIBRARIES[name][0]
     module = _factories(name)
-    factory = module.FACTORIES.get(problem.info.name)
+    operation = problem.info.operation
+    factory = module.FACTORIES.get(operation)
     if factory is None:
-        why = getattr(module, "NOT_WIRED", {}).get(problem.info.name)
-        raise BaselineUnavailable(f"no {label} baseline wired for {problem.info.name}" + (f": {why}" if why else ""))
+        why = getattr(module, "NOT_WIRED", {}).get(operation)
+        raise BaselineUnavailable(f"no {label} baseline wired for {operation}" + (f": {why}" if why else ""))
     return factory(problem)
 

@@ -20,6 +20,9 @@ KernelBench ignores:
 ``KGEN_PRECISION``            "ieee" (default) or "tf32" (``evals/problem/policies.py``)
 ``KGEN_TORCH_OPS``            "strict" or "library" (default: strict for kgen's problems,
                               library for plain KernelBench files)
+``KGEN_VARIANT_OF``           the catalog problem this file is another shape of (a benchmark
+                              at another hidden size): the same operation, so the same
+                              library baselines serve it
 ``KGEN_BASELINE_COMPUTE``     what eager PyTorch and ``torch.compile`` compute in when a
                               candidate is timed against them ("bf16 GEMM, fp32 accumulation"),
                               stated beside every timing table
@@ -89,6 +92,8 @@ class ProblemInfo(BaseModel):
     torch_ops: str | None = None
     #: what the eager and torch.compile baselines compute in (``KGEN_BASELINE_COMPUTE``)
     baseline_compute: str = ""
+    #: the catalog problem this file is another shape of (``KGEN_VARIANT_OF``)
+    variant_of: str | None = None
     #: the file declares ``class Baseline``: eager and torch.compile run it, not ``Model``
     has_baseline_class: bool = False
     has_kgen_metadata: bool = False
@@ -96,6 +101,11 @@ class ProblemInfo(BaseModel):
     def policies(self, precision: str | None = None, torch_ops: str | None = None) -> Policies:
         """The policies a candidate for this problem is judged under (flags override the file)."""
         return policies_for(self.precision, self.torch_ops, not self.has_kgen_metadata, precision, torch_ops)
+
+    @property
+    def operation(self) -> str:
+        """The operation this problem computes: its own name, or the one it is a shape of."""
+        return self.variant_of or self.name
 
     def baseline_statement(self) -> str:
         """What eager PyTorch and torch.compile run and compute in, as tables state it."""
@@ -248,6 +258,7 @@ def read_problem(path: str | Path) -> ProblemInfo:
         precision=meta.get("KGEN_PRECISION"),
         torch_ops=meta.get("KGEN_TORCH_OPS"),
         baseline_compute=meta.get("KGEN_BASELINE_COMPUTE", ""),
+        variant_of=meta.get("KGEN_VARIANT_OF"),
         has_baseline_class="Baseline" in defined,
         has_kgen_metadata=bool(meta),
     )

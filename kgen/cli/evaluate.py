@@ -155,6 +155,9 @@ def bench_command(
             err_console.print(f"[dim]\\[{number}/{len(infos)}] {escape(info.name)} ← {escape(candidate.name)} …[/]",
                               highlight=False)
             result = evaluate(info.path, candidate, evaluation)
+            # the whole verdict beside the table: the evidence a kernel's row stands on
+            (out / "results").mkdir(parents=True, exist_ok=True)
+            (out / "results" / f"{info.name}.json").write_text(result.model_dump_json(indent=1) + "\n")
         row = row_from_result(result, info, candidate)
         rows.append(row)
         console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}"),

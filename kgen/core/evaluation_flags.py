@@ -111,7 +111,7 @@ BENCH_FLAGS: tuple[CommandFlag, ...] = (
     CommandFlag("candidates", ("--candidates",),
                 "Folder of candidates named after their problems. Default: the shipped seed kernels.",
                 annotation=Path | None, default=None),
-    CommandFlag("out", ("--out",), "Where suite.json, suite.csv, suite.md and suite.svg go.",
+    CommandFlag("out", ("--out",), "Where suite.json, suite.csv, suite.md, suite.svg and results/<problem>.json (each whole verdict) go.",
                 annotation=Path, default=Path("kgen-bench")),
     CommandFlag("device", ("--device",), "auto (GPU if present), cpu (verification only), cuda."),
     CommandFlag("no_verify", ("--no-verify",),
