@@ -9,9 +9,13 @@
 #   sweep    scripts/library_sweep.py over the seeds waiting in seed_kernels_unverified/triton:
 #            kgen's sweep operator at three shapes each (KGEN_SWEEP_POINTS points, default 8;
 #            ends by KGEN_SWEEP_DEADLINE seconds, default 420) (7 min)
-#   bench    `kgen bench --device cuda` over the whole catalog with the shipped seeds and the
-#            swept ones, whole verification at the default sizes, eager / torch.compile / Liger /
-#            quack beside each kernel (CuTe DSL from .cute2) (6-8 min)
+#   bench    `kgen bench --device cuda --small` over the whole catalog with the shipped seeds
+#            and the swept ones: verified (small and extra sizes), timed at the default sizes
+#            beside eager / torch.compile / Liger / quack (CuTe DSL from .cute2) (5 min)
+#   verify   each swept seed through `kgen eval --device cuda` at the full sizes, four at a time
+#            (verification only: no timing shares the GPU) (3 min)
+#   cute     `kgen bench --backend cute --small` over the shipped CuTe seeds and those waiting
+#            in seed_kernels_unverified/cute (3 min)
 #   shapes   the library's problems at a small and a large hidden size or vocabulary
 #            (scripts/library_shapes.py), verified at small sizes, timed with the same baselines
 #            (4 min)
@@ -20,14 +24,18 @@
 #            problem (needs .whl/: the knowledge base is Chroma) (3 min)
 #
 # Usage: scripts/gpu_library.sh OUT STEP...   OUT gets each step's outputs and log.txt.
+# KGEN_CHECK_DEVICE=cpu runs the same steps on a CPU (the sweep --dry, bench and eval through
+# the interpreter; KGEN_LIBRARY_PROBLEMS limits the sweep and verify): a smoke test of the script.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: gpu_library.sh OUT [setup|sweep|bench|shapes|offline]..."
+usage="usage: gpu_library.sh OUT [setup|sweep|bench|verify|cute|shapes|offline]..."
 [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "$usage" >&2; exit 2; }
 shift
-for step in "$@"; do case "$step" in setup|sweep|bench|shapes|offline) ;; *) echo "$usage" >&2; exit 2 ;; esac; done
-lib=$HOME/kgen-lib
+for step in "$@"; do case "$step" in setup|sweep|bench|verify|cute|shapes|offline) ;; *) echo "$usage" >&2; exit 2 ;; esac; done
+device=${KGEN_CHECK_DEVICE:-cuda}
+problems=${KGEN_LIBRARY_PROBLEMS:-}
+lib=${KGEN_LIBRARY_HOME:-$HOME/kgen-lib}
 mkdir -p "$lib"
 log="$out/log.txt"
 stamp() { echo "$(date +%H:%M:%S) $*" | tee -a "$log"; }
@@ -58,7 +66,7 @@ cd /tmp  # never import kgen from the source tree's kgen/ folder
 python3 -c "import kgen, torch, triton; print('kgen', kgen.__file__, '| torch', torch.__version__, '| triton', triton.__version__)" 2>&1 | tee -a "$log" || exit 3
 python3 -c "import liger_kernel, importlib.metadata as m; print('liger-kernel', m.version('liger-kernel'))" 2>&1 | tail -1 | tee -a "$log"
 python3 -c "import quack, importlib.metadata as m; print('quack-kernels', m.version('quack-kernels'))" 2>&1 | tail -1 | tee -a "$log"
-nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader 2>&1 | tee -a "$log"
+[ "$device" = cpu ] || nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader 2>&1 | tee -a "$log"
 
 # the candidates: the shipped seeds, overridden by the swept (else the waiting) ones
 candidates() {
@@ -75,21 +83,48 @@ for step in "$@"; do
   case "$step" in
     setup) ;;
     sweep)
+      dry=(); [ "$device" = cpu ] && dry=(--dry)
+      # shellcheck disable=SC2086  # the problems are words
       timeout $(( ${KGEN_SWEEP_DEADLINE:-420} + 150 )) python3 "$root/scripts/library_sweep.py" --out "$lib/sweep" \
-        --points "${KGEN_SWEEP_POINTS:-8}" --deadline-s "${KGEN_SWEEP_DEADLINE:-420}" --compile-jobs 14 2>&1 | tee -a "$log"
+        --points "${KGEN_SWEEP_POINTS:-8}" --deadline-s "${KGEN_SWEEP_DEADLINE:-420}" --compile-jobs 14 "${dry[@]}" \
+        ${problems:+--problems $problems} 2>&1 | tee -a "$log"
       stamp "sweep exit ${PIPESTATUS[0]}"
       mkdir -p "$out/sweep" && cp -r "$lib/sweep/swept" "$lib/sweep/sweep.md" "$lib/sweep/sweep.json" "$out/sweep/" 2>> "$log"
       ;;
     bench)
       dir=$(candidates)
-      timeout 570 python3 -m kgen.cli bench --device cuda --candidates "$dir" --out "$lib/bench_h100" --timeout 240 2>&1 | tee -a "$log"
+      timeout 570 python3 -m kgen.cli bench --device "$device" --small --candidates "$dir" --out "$lib/bench_h100" \
+        --timeout 240 2>&1 | tee -a "$log"
       stamp "bench exit ${PIPESTATUS[0]}"
       mkdir -p "$out/bench_h100" && cp -r "$lib"/bench_h100/suite.* "$lib/bench_h100/results" "$out/bench_h100/" 2>> "$log"
+      ;;
+    verify)
+      mkdir -p "$lib/verify" "$out/verify"
+      for f in "$lib"/sweep/swept/*.py; do
+        name=$(basename "$f" .py)
+        [ -z "$problems" ] || [[ " $problems " == *" $name "* ]] || continue
+        echo "$name $f"
+      done | xargs -P 4 -L 1 sh -c 'timeout 400 python3 -m kgen.cli eval "$0" "$1" --device '"$device"' --target h100 \
+          --json > '"$lib"'/verify/eval_$0.json 2>> '"$lib"'/verify/stderr_$0.txt; echo "$0: exit $?"' 2>&1 | tee -a "$log"
+      for j in "$lib"/verify/eval_*.json; do
+        python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['problem'], r['verdict'], r.get('rejection') or r.get('inconclusive') or '', len(r['trials']), 'trials', round(r['seconds']), 's:', r['reason'][:150])" "$j" 2>&1 | tee -a "$log"
+      done
+      cp "$lib"/verify/eval_*.json "$out/verify/" 2>> "$log"
+      ;;
+    cute)
+      dir=$lib/candidates_cute
+      rm -rf "$dir" && mkdir -p "$dir"
+      cp "$root"/knowledge_base/seed_kernels/cute/*.py "$dir/"
+      cp "$root"/knowledge_base/seed_kernels_unverified/cute/*.py "$dir/" 2> /dev/null
+      timeout 570 python3 -m kgen.cli bench --backend cute --device "$device" --small --candidates "$dir" \
+        --out "$lib/bench_h100_cute" --timeout 240 2>&1 | tee -a "$log"
+      stamp "cute exit ${PIPESTATUS[0]}"
+      mkdir -p "$out/bench_h100_cute" && cp -r "$lib"/bench_h100_cute/suite.* "$lib/bench_h100_cute/results" "$out/bench_h100_cute/" 2>> "$log"
       ;;
     shapes)
       rm -rf "$lib/shapes"
       python3 "$root/scripts/library_shapes.py" --out "$lib/shapes" --seeds "$(candidates)" 2>&1 | tee -a "$log"
-      timeout 570 python3 -m kgen.cli bench "$lib/shapes/problems" --candidates "$lib/shapes/candidates" --device cuda \
+      timeout 570 python3 -m kgen.cli bench "$lib/shapes/problems" --candidates "$lib/shapes/candidates" --device "$device" \
         --small --out "$lib/bench_shapes" --timeout 180 2>&1 | tee -a "$log"
       stamp "shapes exit ${PIPESTATUS[0]}"
       mkdir -p "$out/bench_shapes" && cp -r "$lib"/bench_shapes/suite.* "$lib/bench_shapes/results" "$out/bench_shapes/" 2>> "$log"
@@ -99,13 +134,13 @@ for step in "$@"; do
       for f in "$lib"/sweep/swept/*.py; do
         name=$(basename "$f" .py)
         python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['verdict'] != 'passed')" \
-          "$lib/bench_h100/results/$name.json" 2>/dev/null && cp "$f" "$seeds/" && stamp "seed $name: passed on this GPU"
+          "$lib/verify/eval_$name.json" 2>/dev/null && cp "$f" "$seeds/" && stamp "seed $name: passed at full size here"
       done
-      python3 "$root/scripts/seed_evidence.py" --seeds "$seeds" --runs "$lib/bench_h100/results" \
+      python3 "$root/scripts/seed_evidence.py" --seeds "$seeds" --runs "$lib/verify" \
         --suite "$lib/bench_h100/suite.json" 2>&1 | tail -3 | tee -a "$log"
       for request in "Triton LayerNorm backward for H100" "Triton cross-entropy backward for H100" \
                      "Triton fused embedding RMSNorm backward for H100"; do
-        timeout 170 python3 -m kgen.cli "$request" --budget 4 --generations 1 --device cuda --out "$lib/offline/$(echo "$request" | tr ' ' '_')" \
+        timeout 170 python3 -m kgen.cli "$request" --budget 4 --generations 1 --device "$device" --out "$lib/offline/$(echo "$request" | tr ' ' '_')" \
           > "$lib/offline.txt" 2>&1
         stamp "kgen \"$request\" --budget 4: exit $?: $(grep -iE 'best for|verified|no .* kernel' "$lib/offline.txt" | tail -2 | tr '\n' ' ' | cut -c1-240)"
       done
