@@ -17,8 +17,8 @@ writes every touched row twice and queues fp32 atomics on the Zipf-hot rows, so:
    with an int32 atomic on a per-id counter (``BLOCK_BUCKET`` slots per id): a counting
    sort without its prefix-sum launch. Tokens that find the bucket full go to a spill
    list; the first of them zeroes that hot row and its Q, and lists the row.
-2. ``_finish_rows``: ``PROGRAMS_PER_SM`` persistent programs per SM walk [BLOCK_ROWS, D]
-   tiles of ids. Each gathers the bucketed tokens (one per id per step), accumulates S and
+2. ``_finish_rows``: a few persistent programs per SM (the ``2 * sm_count`` knob) walk
+   [BLOCK_ROWS, D] tiles of ids (BLOCK_TILE elements), counters loaded one tile ahead. Each gathers the bucketed tokens (one per id per step), accumulates S and
    T in fp32 registers, reads x only for touched ids, and stores the finished rows (zeros
    for untouched ids) with one plain store each; x*S is summed into the program's
    grad_norm_weight partial, kept in registers across its tiles. Hot ids (full bucket) add
@@ -31,8 +31,9 @@ writes every touched row twice and queues fp32 atomics on the Zipf-hot rows, so:
 Work per program is bounded by BLOCK_BUCKET tokens per id whatever the skew, so no hot
 id's program becomes the tail. BLOCK_BUCKET trades register summation against the row
 loop's length and the bucket table (VOCAB * BLOCK_BUCKET int32, written where tokens
-land); BLOCK_ROWS * BLOCK_D is the tile per step (bytes in flight, and the registers that
-hold S, T, x and w); PROGRAMS_PER_SM sets programs in flight against the partials' size.
+land); BLOCK_TILE is the tile per step (bytes in flight, and the registers that hold S,
+T, x and w; the spill tile is as large, so neither branch sets the registers alone);
+programs per SM trade loads in flight against the partials' size (programs x D fp32).
 
 Both parameter gradients are fp32 and accumulated in fp32: a hot row collects thousands
 of contributions, and a bf16 running sum (8 mantissa bits) silently drops the small late
@@ -82,7 +83,7 @@ def _finish_rows(
     counts_ptr, slots_ptr, spill_ptr, q_ptr, grad_emb_ptr, partial_ptr,
     n_rows, n_cols, n_spill_programs, n_row_programs,
     BLOCK_BUCKET: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_SPILL: tl.constexpr, ONE_CHUNK: tl.constexpr,
+    BLOCK_SPILL: tl.constexpr, BLOCK_SPILL_D: tl.constexpr, ONE_CHUNK: tl.constexpr,
 ):
     pid = tl.program_id(0)
     inv_d = 1.0 / n_cols
@@ -98,8 +99,8 @@ def _finish_rows(
             row = tl.load(ids_ptr + tok * ids_stride, mask=live, other=0).to(tl.int64)
             r = tl.load(rstd_ptr + tok * rstd_stride, mask=live, other=0.0).to(tl.float32)
             d = tl.zeros((BLOCK_SPILL,), dtype=tl.float32)
-            for c in range(0, n_cols, BLOCK_D):
-                cols = c + offs
+            for c in range(0, n_cols, BLOCK_SPILL_D):
+                cols = c + tl.arange(0, BLOCK_SPILL_D)
                 col_ok = cols < n_cols
                 m = live[:, None] & col_ok[None, :]
                 w = tl.load(w_ptr + cols * w_stride, mask=col_ok, other=0.0).to(tl.float32)
@@ -119,13 +120,22 @@ def _finish_rows(
             go_cols = offs.to(tl.int64) * go_stride_col
             emb_cols = offs.to(tl.int64) * emb_stride_col
             norm_acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
-            for start in range(prog * BLOCK_ROWS, n_rows, n_row_programs * BLOCK_ROWS):
+            step = n_row_programs * BLOCK_ROWS
+            # each tile's counters are loaded one tile ahead: a tile of untouched ids is then
+            # only a store, with no load latency in front of it
+            ahead = prog * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+            next_count = tl.load(counts_ptr + ahead, mask=ahead < n_rows, other=0)
+            for start in range(prog * BLOCK_ROWS, n_rows, step):
                 rows = start + tl.arange(0, BLOCK_ROWS)
                 row_ok = rows < n_rows
-                count = tl.load(counts_ptr + rows, mask=row_ok, other=0)
+                count = next_count
+                next_count = tl.load(counts_ptr + rows + step, mask=rows + step < n_rows, other=0)
                 n = tl.minimum(count, BLOCK_BUCKET)
                 hot = count > BLOCK_BUCKET
                 slots = slots_ptr + rows.to(tl.int64) * BLOCK_BUCKET
+                # x does not depend on the tokens: its load overlaps theirs
+                x = tl.load(emb_ptr + rows.to(tl.int64)[:, None] * emb_stride_row + emb_cols[None, :],
+                            mask=(n > 0)[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
                 s = tl.zeros((BLOCK_ROWS, BLOCK_D), dtype=tl.float32)
                 t = tl.zeros((BLOCK_ROWS, BLOCK_D), dtype=tl.float32)
                 for j in range(0, tl.max(n, axis=0)):
@@ -137,8 +147,6 @@ def _finish_rows(
                     rg = r[:, None] * g
                     s += rg
                     t += (r * r)[:, None] * rg
-                x = tl.load(emb_ptr + rows.to(tl.int64)[:, None] * emb_stride_row + emb_cols[None, :],
-                            mask=(n > 0)[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
                 q = tl.sum(t * w[None, :] * x, axis=1)
                 out = grad_emb_ptr + rows.to(tl.int64)[:, None] * n_cols + offs[None, :]
                 res = w[None, :] * s - x * (q * inv_d)[:, None]
@@ -242,7 +250,7 @@ def _finish_hot(
     tl.store(grad_norm_ptr + cols, norm, mask=col_ok)
 
 
-def _sm_count(device: torch.device) -> int:
+def sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 2
@@ -280,10 +288,14 @@ class ModelNew(nn.Module):
 
         # a whole row per tile up to BLOCK_D columns, column chunks beyond
         BLOCK_D = min(triton.next_power_of_2(n_cols), 4096)
-        BLOCK_ROWS = max(4096 // BLOCK_D, 1)
+        # ids per tile: BLOCK_TILE elements per step, whatever the row length
+        BLOCK_TILE = 4096
+        BLOCK_ROWS = triton.cdiv(BLOCK_TILE, BLOCK_D)
         BLOCK_SPILL = 8
+        # the spill tile holds as many elements as a row tile: the kernel's registers are its largest
+        BLOCK_SPILL_D = triton.cdiv(BLOCK_ROWS * BLOCK_D, BLOCK_SPILL)
         n_spill_programs = triton.cdiv(n_tokens, BLOCK_SPILL)
-        n_row_programs = max(1, min(triton.cdiv(n_rows, BLOCK_ROWS), 2 * _sm_count(device)))
+        n_row_programs = max(1, min(triton.cdiv(n_rows, BLOCK_ROWS), 2 * sm_count(device)))
         partials = torch.empty((n_row_programs, n_cols), dtype=torch.float32, device=device)
         _finish_rows[(n_spill_programs + n_row_programs,)](
             grad_out, grad_out.stride(0), grad_out.stride(1), ids, ids.stride(0),
@@ -291,7 +303,7 @@ class ModelNew(nn.Module):
             rstd, rstd.stride(0), counts, slots, spill, q, grad_emb, partials,
             n_rows, n_cols, n_spill_programs, n_row_programs,
             BLOCK_BUCKET=BLOCK_BUCKET, BLOCK_ROWS=BLOCK_ROWS, BLOCK_D=BLOCK_D, BLOCK_SPILL=BLOCK_SPILL,
-            ONE_CHUNK=BLOCK_D >= n_cols, num_warps=8,
+            BLOCK_SPILL_D=BLOCK_SPILL_D, ONE_CHUNK=BLOCK_D >= n_cols, num_warps=8,
         )
 
         BLOCK_COLS = min(triton.next_power_of_2(n_cols), 64)
