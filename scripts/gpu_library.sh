@@ -51,12 +51,14 @@ install_wheels() {
     fi
   done
 }
-if [ -f "$root/.cute1/p1.tar.xz" ]; then
+if [ "$device" = cpu ]; then
+  stamp "CPU smoke test: the python3 on PATH as it is, no wheels, no CuTe DSL"
+elif [ -f "$root/.cute1/p1.tar.xz" ]; then
   mkdir -p "$HOME/kgen-cute" && cp "$root/.cute1/p1.tar.xz" "$HOME/kgen-cute/" && stamp "CuTe DSL part 1 left in $HOME/kgen-cute"
 fi
-install_wheels
+[ "$device" = cpu ] || install_wheels
 export PYTHONPATH=$lib/site${PYTHONPATH:+:$PYTHONPATH} PATH=$lib/site/bin:$PATH PYTHONUNBUFFERED=1
-if [ -f "$root/.cute2/activate" ]; then
+if [ "$device" != cpu ] && [ -f "$root/.cute2/activate" ]; then
   pushd "$root" > /dev/null || exit 3
   . .cute2/activate >> "$log" 2>&1 && stamp "CuTe DSL activated" || stamp "CuTe DSL not activated (make the call that carries .cute1 first)"
   popd > /dev/null || exit 3
