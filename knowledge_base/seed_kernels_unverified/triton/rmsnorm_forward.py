@@ -24,9 +24,13 @@ reduction overlaps another's loads. The launch is picked from the row width:
   they loop over LOOP_BLOCK_COLS-wide chunks twice: sum(x^2) first, then
   y; the second read of a row just read hits L2.
 
-BLOCK_ROWS and num_warps at each launch are literals for kgen's search to
-move; BLOCK_COLS = next_power_of_2(n_cols) covers the row and is correctness,
-not a knob. Any BLOCK_ROWS is correct (the tail rows are masked).
+BLOCK_ROWS and num_warps at each launch and LOOP_BLOCK_COLS are literals for
+kgen's search to move (any value is correct: tail rows and columns are
+masked); BLOCK_COLS = next_power_of_2(n_cols) of the tile kernel covers the
+row and is correctness, not a knob. The tile kernel is not persistent: the
+hardware keeps as many programs per SM as their registers allow (56-64
+registers a thread on sm_90 in the three settings above), which is the
+"several programs per SM" that keeps bytes in flight.
 
 Why the reduction is fp32 and row-wise: sum(x^2) over thousands of bf16 values
 kept in bf16 would keep two or three digits, so x is widened to fp32 as it is
