@@ -190,7 +190,14 @@ def write_report(records: list[dict[str, Any]], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    import torch
+
     from kgen.backends.targets import resolve_target
+
+    if not args.dry and not torch.cuda.is_available():
+        print("library_sweep: timing needs a CUDA GPU; on a CPU use --dry (every point run once, untimed)",
+              file=sys.stderr)
+        return 2
 
     target = resolve_target(args.target)
     started = time.monotonic()
