@@ -5,7 +5,7 @@ logit once (2 bytes) and writes 4 bytes per row, a handful of flops per byte,
 so the kernel is as fast as HBM can stream the logits. It must keep enough
 bytes in flight (~25+ KB per SM on an H100) and never read a logit twice.
 
-Two paths, chosen from the row width at launch:
+Paths, chosen from the shapes at launch:
 
 * Narrow rows (``n_cols <= MAX_ROW_BLOCK``, small vocabularies): a program
   holds ``BLOCK_ROWS`` whole rows as one [BLOCK_ROWS, BLOCK_COLS] tile of
@@ -19,13 +19,20 @@ Two paths, chosen from the row width at launch:
   (max, then sum) kernel would read them twice. The running state is kept
   per lane, one (max, sum) per column of the chunk, not per row: the max of
   a chunk over its BLOCK_K sub-rows and the sum of its exps stay inside each
-  thread, so the loop has no cross-warp reduction and no barrier (the old
-  seed did two block reductions per 2048 values and idled the memory system
-  meanwhile). The price is one extra exp per lane per step, 1/BLOCK_K per
-  logit; the lanes are merged once at the end.
-* Few rows (fewer than ``2 * SMs``): each row is split over several programs
-  that write partial (max, sum) pairs, merged by a tiny second kernel, so
-  64 rows of a 128K vocabulary still fill the GPU.
+  thread, so the loop has no cross-warp reduction and no barrier (a
+  block-wide max and sum per step wait at barriers with no loads in flight;
+  the previous seed, which did that per 2048 values, measured 80% of the
+  copy rate on an H100). The price is one extra exp per lane per step,
+  1/BLOCK_K per logit; the lanes are merged once at the end.
+* Split rows: a row is split over several programs that write partial
+  (max, sum) pairs, merged by a tiny second kernel (8 bytes per split; the
+  logits are still read once). Two reasons: few rows (fewer than ``2 * SMs``)
+  would not fill the GPU (64 rows of a 128K vocabulary), and a 256 KB row is
+  a coarse unit of work: 2048 such rows on 660 program slots leave a last
+  partial wave in which a few lone programs, each latency bound, stream
+  their whole rows while most SMs idle. ``SPLIT_BLOCK_COLS`` caps a
+  program's share of a row; the default 32K vocabulary stays one program per
+  row (one launch), a 128K one is halved.
 
 Why fp32 and why max-subtraction: bf16 has 8 mantissa bits, and a sum of 32K
 exponentials in bf16 would keep two or three digits; exp of an unshifted
@@ -35,11 +42,13 @@ shifts by 0 instead, so exp(-inf - -inf) never makes a NaN. The target logit
 is one scalar load per row; the problem has no ignore_index, so none is
 handled.
 
-Knobs: MAX_ROW_BLOCK (where whole rows stop), ROW_TILE_BLOCK (values per
-narrow program), CHUNK_BLOCK_C / CHUNK_BLOCK_K (chunk shape: BLOCK_C is
-8 bf16 per thread, one 16-byte load, at 8 warps; BLOCK_K stacks loads per
-thread), each launch's num_warps and the programs per SM under which rows
-are split.
+Knobs: MAX_ROW_BLOCK (where whole rows stop; 32768 would hold a 32K row
+whole at 16 warps, 87 registers), ROW_TILE_BLOCK (values per narrow
+program), CHUNK_BLOCK_C / CHUNK_BLOCK_K (chunk shape: BLOCK_C is 8 bf16 per
+thread, one 16-byte load, at 8 warps; BLOCK_K stacks loads per thread; at
+the defaults 48 registers, so 5 programs per SM and 80 KB of loads in
+flight), SPLIT_BLOCK_COLS, each launch's num_warps and the programs per SM
+under which rows are split.
 """
 
 import torch
@@ -47,10 +56,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-MAX_ROW_BLOCK = 4096  # rows up to this width are held whole in registers
+MAX_ROW_BLOCK = 8192  # rows up to this width are held whole in registers
 ROW_TILE_BLOCK = 8192  # values per whole-row program: BLOCK_ROWS = ROW_TILE_BLOCK // BLOCK_COLS
 CHUNK_BLOCK_C = 2048  # columns per sub-row of a wide-row chunk (the per-lane state's width)
 CHUNK_BLOCK_K = 4  # sub-rows per chunk: loads in flight per thread per step
+SPLIT_BLOCK_COLS = 65536  # a program reduces at most about this many columns of a row
 
 
 @triton.jit
@@ -165,7 +175,8 @@ class ModelNew(nn.Module):
             return loss
         chunk = CHUNK_BLOCK_K * CHUNK_BLOCK_C
         n_chunks = triton.cdiv(n_cols, chunk)
-        splits = min(triton.cdiv(_program_count(logits.device), n_rows), n_chunks)
+        splits = min(max(triton.cdiv(_program_count(logits.device), n_rows), triton.cdiv(n_cols, SPLIT_BLOCK_COLS)),
+                     n_chunks)
         span = triton.cdiv(n_chunks, splits) * chunk  # whole chunks per split
         splits = triton.cdiv(n_cols, span)
         part_m = part_s = loss  # unused unless the row is split
