@@ -2,10 +2,11 @@
 # On a GPU machine: the fast library ([M]) tuned, verified and benchmarked, in steps spread
 # over back-to-back calls of the lent machine (what each step costs on an H100 in brackets).
 #
-#   setup    installs the carried wheels (.whl-lib/: kgen and the few packages `kgen bench`
-#            needs, Liger-Kernel, quack-kernels and its two helpers; or .whl/, everything) into
-#            $HOME/kgen-lib/site, kept while the machine stays warm; leaves CuTe DSL's part 1
-#            ($HOME/kgen-cute) when the call carries .cute1 (30 s)
+#   setup    installs the carried wheels into $HOME/kgen-lib/site, kept while the machine stays
+#            warm (.whl-lib/: kgen, pydantic and Liger-Kernel; .whl-q/: quack-kernels and its two
+#            helpers; .whl-agent/: what the main command adds, Chroma and LangGraph; .whl/: all
+#            of it, where one call may carry it), so a call carries only what is new; leaves CuTe
+#            DSL's part 1 ($HOME/kgen-cute) when the call carries .cute1 (30 s)
 #   sweep    scripts/library_sweep.py over the seeds waiting in seed_kernels_unverified/triton:
 #            kgen's sweep operator at three shapes each (KGEN_SWEEP_POINTS points, default 8;
 #            ends by KGEN_SWEEP_DEADLINE seconds, default 420) (7 min)
@@ -43,7 +44,7 @@ stamp() { echo "$(date +%H:%M:%S) $*" | tee -a "$log"; }
 
 install_wheels() {
   local folder
-  for folder in .whl-lib .whl; do
+  for folder in .whl-lib .whl-q .whl-agent .whl; do
     if ls "$root/$folder"/*.whl > /dev/null 2>&1; then
       stamp "installing $(ls "$root/$folder"/*.whl | wc -l) wheel(s) from $folder into $lib/site"
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$lib/site" \
