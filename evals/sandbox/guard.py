@@ -39,6 +39,18 @@ _PROCESS_EVENTS = frozenset(
 _NETWORK_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _STDLIB = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+#: Installed packages. Where Python is installed as many images install it, they sit inside the
+#: standard library's folder (/usr/local/lib/python3.12/site-packages), and a prefix test alone
+#: would count Triton's frames as the standard library's: Triton building its launcher with gcc
+#: would then look like the candidate starting a process.
+_PACKAGES = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                   *(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))})
+
+
+def is_standard_library(filename: str, stdlib: tuple[str, ...] = _STDLIB, packages: tuple[str, ...] = _PACKAGES) -> bool:
+    """A frame of the standard library (skipped when asking who called), not of a package
+    installed beside it."""
+    return filename.startswith(stdlib) and not filename.startswith(packages)
 
 
 class GuardViolation(BaseModel):
@@ -130,7 +142,7 @@ class CandidateGuard:
         frame = sys._getframe(3)
         while frame is not None:
             filename = frame.f_code.co_filename
-            if filename == __file__ or filename.startswith(_STDLIB) or filename.startswith("<frozen"):
+            if filename == __file__ or is_standard_library(filename) or filename.startswith("<frozen"):
                 frame = frame.f_back
                 continue
             return os.path.realpath(filename) == self.candidate_file
@@ -141,7 +153,7 @@ class CandidateGuard:
         names, frame = [], sys._getframe(1)
         while frame is not None and len(names) < 3:
             filename = frame.f_code.co_filename
-            if not (filename == __file__ or filename.startswith(_STDLIB) or filename.startswith("<frozen")):
+            if not (filename == __file__ or is_standard_library(filename) or filename.startswith("<frozen")):
                 names.append(f"{os.path.basename(filename)}:{frame.f_lineno}")
             frame = frame.f_back
         return " < ".join(names) or "unknown"

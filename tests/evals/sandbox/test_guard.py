@@ -72,3 +72,19 @@ def test_guard_refuses_the_candidates_own_escapes(tmp_path):
     assert report["outcomes"]["connect"] == "refused"
     assert report["outcomes"]["compute"] == "ran"
     assert sorted(report["violations"]) == ["file", "network", "process", "thread"]
+
+
+def test_packages_installed_inside_the_standard_librarys_folder_are_not_the_standard_library():
+    """Where Python is installed under /usr/local, site-packages sits inside the standard
+    library's folder: Triton's frames there must still count as a package's, so Triton building
+    its launcher with gcc is Triton's work, not the candidate starting a process."""
+    from kgen.evals.sandbox.guard import is_standard_library
+
+    stdlib, packages = ("/usr/local/lib/python3.12",), ("/usr/local/lib/python3.12/site-packages",)
+    assert is_standard_library("/usr/local/lib/python3.12/subprocess.py", stdlib, packages)
+    assert not is_standard_library("/usr/local/lib/python3.12/site-packages/triton/runtime/build.py", stdlib, packages)
+    assert not is_standard_library("/work/candidate.py", stdlib, packages)
+    import subprocess as stdlib_module
+
+    assert is_standard_library(stdlib_module.__file__)
+    assert not is_standard_library(__file__)
