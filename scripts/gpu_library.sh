@@ -13,10 +13,10 @@
 #   bench    `kgen bench --device cuda --small` over the whole catalog with the shipped seeds
 #            and the swept ones: verified (small and extra sizes), timed at the default sizes
 #            beside eager / torch.compile / Liger / quack (CuTe DSL from .cute2) (5 min)
-#   verify   each swept seed through `kgen eval --device cuda` at the full sizes, four at a time
-#            (verification only: no timing shares the GPU) (3 min)
+#   verify   each swept seed and each CuTe seed waiting through `kgen eval --device cuda` at the
+#            full sizes, four at a time (verification only: no timing shares the GPU) (3 min)
 #   cute     `kgen bench --backend cute --small` over the shipped CuTe seeds and those waiting
-#            in seed_kernels_unverified/cute (3 min)
+#            in seed_kernels_unverified/cute (KGEN_CUTE_NEW_ONLY=1: those waiting only) (3 min)
 #   shapes   the library's problems at a small and a large hidden size or vocabulary
 #            (scripts/library_shapes.py), verified at small sizes, timed with the same baselines
 #            (4 min)
@@ -24,9 +24,11 @@
 #            from bench's results), then the README's main command offline for each new
 #            problem (needs .whl/: the knowledge base is Chroma) (3 min)
 #
-# Usage: scripts/gpu_library.sh OUT STEP...   OUT gets each step's outputs and log.txt.
-# KGEN_CHECK_DEVICE=cpu runs the same steps on a CPU (the sweep --dry, bench and eval through
-# the interpreter; KGEN_LIBRARY_PROBLEMS limits the sweep and verify): a smoke test of the script.
+# Usage: scripts/gpu_library.sh OUT STEP...   OUT gets log.txt and one archive per step
+# (OUT/<step>.tgz, paths relative to $HOME/kgen-lib).
+# KGEN_LIBRARY_PROBLEMS limits sweep, verify and shapes to those problems; KGEN_VERIFY_JOBS sets how
+# many verifications share the GPU (default 4). KGEN_CHECK_DEVICE=cpu runs the same steps on a CPU
+# (the sweep --dry, bench and eval through the interpreter): a smoke test of the script.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 usage="usage: gpu_library.sh OUT [setup|sweep|bench|verify|cute|shapes|offline]..."
@@ -71,13 +73,29 @@ python3 -c "import liger_kernel, importlib.metadata as m; print('liger-kernel', 
 python3 -c "import quack, importlib.metadata as m; print('quack-kernels', m.version('quack-kernels'))" 2>&1 | tail -1 | tee -a "$log"
 [ "$device" = cpu ] || nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader 2>&1 | tee -a "$log"
 
-# the candidates: the shipped seeds, overridden by the swept (else the waiting) ones
+# OUT/<step>.tgz: what a step made, relative to $lib (a device call returns few files, so one each)
+keep() {
+  local name=$1; shift
+  (cd "$lib" && tar czf "$out/$name.tgz" "$@" 2>> "$log") && stamp "kept $out/$name.tgz"
+}
+
+# the new Triton seeds: those waiting in seed_kernels_unverified, each replaced by its swept
+# version where this machine's sweep made one
+new_seeds() {
+  local dir=$lib/new_triton
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp "$root"/knowledge_base/seed_kernels_unverified/triton/*.py "$dir/" 2> /dev/null
+  cp "$lib"/sweep/swept/*.py "$dir/" 2> /dev/null
+  echo "$dir"
+}
+
+# the candidates: the shipped seeds, overridden by the new ones
 candidates() {
-  local dir=$lib/candidates
+  local dir=$lib/candidates new
+  new=$(new_seeds)
   rm -rf "$dir" && mkdir -p "$dir"
   cp "$root"/knowledge_base/seed_kernels/triton/*.py "$dir/"
-  if ls "$lib"/sweep/swept/*.py > /dev/null 2>&1; then cp "$lib"/sweep/swept/*.py "$dir/"
-  else cp "$root"/knowledge_base/seed_kernels_unverified/triton/*.py "$dir/" 2> /dev/null; fi
+  cp "$new"/*.py "$dir/" 2> /dev/null
   echo "$dir"
 }
 
@@ -92,61 +110,75 @@ for step in "$@"; do
         --points "${KGEN_SWEEP_POINTS:-8}" --deadline-s "${KGEN_SWEEP_DEADLINE:-420}" --compile-jobs 14 "${dry[@]}" \
         ${problems:+--problems $problems} 2>&1 | tee -a "$log"
       stamp "sweep exit ${PIPESTATUS[0]}"
-      mkdir -p "$out/sweep" && cp -r "$lib/sweep/swept" "$lib/sweep/sweep.md" "$lib/sweep/sweep.json" "$out/sweep/" 2>> "$log"
+      keep sweep sweep/swept sweep/sweep.md sweep/sweep.json
       ;;
     bench)
       dir=$(candidates)
       timeout 570 python3 -m kgen.cli bench --device "$device" --small --candidates "$dir" --out "$lib/bench_h100" \
         --timeout 240 2>&1 | tee -a "$log"
       stamp "bench exit ${PIPESTATUS[0]}"
-      mkdir -p "$out/bench_h100" && cp -r "$lib"/bench_h100/suite.* "$lib/bench_h100/results" "$out/bench_h100/" 2>> "$log"
+      keep bench bench_h100/suite.md bench_h100/suite.json bench_h100/suite.svg bench_h100/results
       ;;
     verify)
-      mkdir -p "$lib/verify" "$out/verify"
-      for f in "$lib"/sweep/swept/*.py; do
+      mkdir -p "$lib/verify"
+      for f in "$(new_seeds)"/*.py "$root"/knowledge_base/seed_kernels_unverified/cute/*.py; do
+        [ -f "$f" ] || continue
         name=$(basename "$f" .py)
         [ -z "$problems" ] || [[ " $problems " == *" $name "* ]] || continue
-        echo "$name $f"
-      done | xargs -P 4 -L 1 sh -c 'timeout 400 python3 -m kgen.cli eval "$0" "$1" --device '"$device"' --target h100 \
-          --json > '"$lib"'/verify/eval_$0.json 2>> '"$lib"'/verify/stderr_$0.txt; echo "$0: exit $?"' 2>&1 | tee -a "$log"
+        backend=triton; case "$f" in */cute/*) backend=cute ;; esac
+        echo "$name $f $backend"
+      done | xargs -P "${KGEN_VERIFY_JOBS:-4}" -L 1 sh -c 'timeout 400 python3 -m kgen.cli eval "$0" "$1" --backend "$2" --device '"$device"' \
+          --target h100 --json > '"$lib"'/verify/eval_$2_$0.json 2>> '"$lib"'/verify/stderr_$2_$0.txt; echo "$2 $0: exit $?"' \
+          2>&1 | tee -a "$log"
       for j in "$lib"/verify/eval_*.json; do
         python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['problem'], r['verdict'], r.get('rejection') or r.get('inconclusive') or '', len(r['trials']), 'trials', round(r['seconds']), 's:', r['reason'][:150])" "$j" 2>&1 | tee -a "$log"
       done
-      cp "$lib"/verify/eval_*.json "$out/verify/" 2>> "$log"
+      keep verify verify
       ;;
     cute)
       dir=$lib/candidates_cute
       rm -rf "$dir" && mkdir -p "$dir"
-      cp "$root"/knowledge_base/seed_kernels/cute/*.py "$dir/"
+      [ -n "${KGEN_CUTE_NEW_ONLY:-}" ] || cp "$root"/knowledge_base/seed_kernels/cute/*.py "$dir/"
       cp "$root"/knowledge_base/seed_kernels_unverified/cute/*.py "$dir/" 2> /dev/null
       timeout 570 python3 -m kgen.cli bench --backend cute --device "$device" --small --candidates "$dir" \
         --out "$lib/bench_h100_cute" --timeout 240 2>&1 | tee -a "$log"
       stamp "cute exit ${PIPESTATUS[0]}"
-      mkdir -p "$out/bench_h100_cute" && cp -r "$lib"/bench_h100_cute/suite.* "$lib/bench_h100_cute/results" "$out/bench_h100_cute/" 2>> "$log"
+      keep cute bench_h100_cute/suite.md bench_h100_cute/suite.json bench_h100_cute/results
       ;;
     shapes)
       rm -rf "$lib/shapes"
-      python3 "$root/scripts/library_shapes.py" --out "$lib/shapes" --seeds "$(candidates)" 2>&1 | tee -a "$log"
+      # shellcheck disable=SC2086  # the problems are words
+      python3 "$root/scripts/library_shapes.py" --out "$lib/shapes" --seeds "$(candidates)" \
+        ${problems:+--problems $problems} 2>&1 | tee -a "$log"
       timeout 570 python3 -m kgen.cli bench "$lib/shapes/problems" --candidates "$lib/shapes/candidates" --device "$device" \
         --small --out "$lib/bench_shapes" --timeout 180 2>&1 | tee -a "$log"
       stamp "shapes exit ${PIPESTATUS[0]}"
-      mkdir -p "$out/bench_shapes" && cp -r "$lib"/bench_shapes/suite.* "$lib/bench_shapes/results" "$out/bench_shapes/" 2>> "$log"
+      keep shapes bench_shapes/suite.md bench_shapes/suite.json bench_shapes/results
       ;;
     offline)
       seeds=$(python3 -c "import kgen.knowledge_base as k; print(k.SEED_KERNELS_DIR / 'triton')")
-      for f in "$lib"/sweep/swept/*.py; do
-        name=$(basename "$f" .py)
-        python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['verdict'] != 'passed')" \
-          "$lib/verify/eval_$name.json" 2>/dev/null && cp "$f" "$seeds/" && stamp "seed $name: passed at full size here"
-      done
-      python3 "$root/scripts/seed_evidence.py" --seeds "$seeds" --runs "$lib/verify" \
-        --suite "$lib/bench_h100/suite.json" 2>&1 | tail -3 | tee -a "$log"
+      # on a CPU (the smoke test) the installed seeds stay as they are: no GPU evidence to give them
+      if [ "$device" != cpu ]; then
+        mkdir -p "$lib/verify_triton"
+        for f in "$(new_seeds)"/*.py; do
+          name=$(basename "$f" .py)
+          python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['verdict'] != 'passed')" \
+            "$lib/verify/eval_triton_$name.json" 2>/dev/null || continue
+          cp "$f" "$seeds/" && cp "$lib/verify/eval_triton_$name.json" "$lib/verify_triton/eval_$name.json"
+          stamp "seed $name: passed at full size here"
+        done
+        python3 "$root/scripts/seed_evidence.py" --seeds "$seeds" --runs "$lib/verify_triton" \
+          --suite "$lib/bench_h100/suite.json" 2>&1 | tail -3 | tee -a "$log"
+      fi
       for request in "Triton LayerNorm backward for H100" "Triton cross-entropy backward for H100" \
                      "Triton fused embedding RMSNorm backward for H100"; do
-        timeout 170 python3 -m kgen.cli "$request" --budget 4 --generations 1 --device "$device" --out "$lib/offline/$(echo "$request" | tr ' ' '_')" \
-          > "$lib/offline.txt" 2>&1
-        stamp "kgen \"$request\" --budget 4: exit $?: $(grep -iE 'best for|verified|no .* kernel' "$lib/offline.txt" | tail -2 | tr '\n' ' ' | cut -c1-240)"
+        run=$lib/offline/$(echo "$request" | tr ' ' '_')
+        mkdir -p "$run"
+        timeout 170 python3 -m kgen.cli "$request" --budget 4 --generations 1 --device "$device" --out "$run/run" \
+          > "$run/output.txt" 2>&1
+        stamp "kgen \"$request\" --budget 4: exit $?: $(grep -iE 'best for|verified|no .* kernel' "$run/output.txt" | tail -2 | tr '\n' ' ' | cut -c1-240)"
       done
+      keep offline offline
       ;;
   esac
 done

@@ -138,7 +138,7 @@ class ModelNew(nn.Module):
             _bucket_tokens[(triton.cdiv(n_tokens, BLOCK_TOKENS),)](
                 ids, ids.stride(0), counts, slots, spill, grad_weight,
                 n_tokens, n_rows, n_cols,
-                BLOCK_BUCKET=BLOCK_BUCKET, BLOCK_TOKENS=BLOCK_TOKENS, BLOCK_ZERO=32, num_warps=4,
+                BLOCK_BUCKET=BLOCK_BUCKET, BLOCK_TOKENS=BLOCK_TOKENS, BLOCK_ZERO=32, num_warps=8,
             )
 
         BLOCK_COLS = min(triton.next_power_of_2(n_cols), 1024)
