@@ -101,7 +101,11 @@ def test_bench_without_a_gpu_verifies_and_writes_its_outputs(tmp_path):
     verdicts = {row["problem"]: row["verdict"] for row in report["rows"]}
     assert verdicts == {"relu_kernelbench": "passed", "no_candidate": "missing"}
     assert report["summary"]["fast_p_vs_eager"]["0"] == 0.5  # one of two problems correct
-    assert {p.name for p in out.iterdir()} == {"suite.json", "suite.csv", "suite.md", "suite.svg"}
+    assert {p.name for p in out.iterdir()} == {"suite.json", "suite.csv", "suite.md", "suite.svg", "results"}
+    # each evaluated problem's whole verdict beside the table; none for a problem without a candidate
+    assert [p.name for p in (out / "results").iterdir()] == ["relu_kernelbench.json"]
+    kept = json.loads((out / "results" / "relu_kernelbench.json").read_text())
+    assert kept["verdict"] == "passed" and kept["trials"]
 
 
 def test_bench_with_a_missing_suite_is_bad_usage(tmp_path):
