@@ -14,8 +14,9 @@ exactly one of them so that no ordering between programs is ever assumed:
    finds the flag 0 owns the row and zeroes it. Only touched rows are written here (a few MB),
    each by exactly one token, and this launch ends before any atomic add starts.
 2. ``_scatter_and_zero``: two kinds of programs in one grid. Token programs (first in the grid,
-   ``TOKEN_PROGRAMS_PER_SM`` per SM, persistent) load BLOCK_T tokens per step (grad_out rows and
-   the gathered x rows in flight together), finish grad_x in registers and add it to the
+   ``TOKEN_PROGRAMS_PER_SM`` per SM, persistent: one leaves an SM's other program slot to the
+   zero programs, so the two overlap) load BLOCK_T tokens per step (grad_out rows and the
+   gathered x rows in flight together, ids one step ahead), finish grad_x in registers and add it to the
    touched rows with fp32 atomics: those rows were zeroed by the previous launch and are still
    in L2, so the atomics are L2 read-modify-writes, not DRAM round trips. Zero programs store
    zeros into the untouched rows (flag 0) at full write bandwidth, tiles of BLOCK_ZERO_TILE elements;
@@ -95,12 +96,17 @@ def _scatter_and_zero(
             go_cols = offs.to(tl.int64) * go_stride_col
             emb_cols = offs.to(tl.int64) * emb_stride_col
             norm_acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
-            for start in range(pid * BLOCK_T, n_tokens, step):
-                toks = start + tl.arange(0, BLOCK_T)
+            # ids and rstd are loaded one tile ahead: the gather of x waits on the ids, and
+            # this way only the first tile pays for that dependent load
+            toks = pid * BLOCK_T + tl.arange(0, BLOCK_T)
+            row = tl.load(ids_ptr + toks.to(tl.int64) * ids_stride, mask=toks < n_tokens, other=0).to(tl.int64)
+            r = tl.load(rstd_ptr + toks.to(tl.int64) * rstd_stride, mask=toks < n_tokens, other=0.0).to(tl.float32)
+            for _start in range(pid * BLOCK_T, n_tokens, step):
                 live = toks < n_tokens
                 tok64 = toks.to(tl.int64)
-                row = tl.load(ids_ptr + tok64 * ids_stride, mask=live, other=0).to(tl.int64)
-                r = tl.load(rstd_ptr + tok64 * rstd_stride, mask=live, other=0.0).to(tl.float32)
+                nxt = toks + step
+                nxt_row = tl.load(ids_ptr + nxt.to(tl.int64) * ids_stride, mask=nxt < n_tokens, other=0).to(tl.int64)
+                nxt_r = tl.load(rstd_ptr + nxt.to(tl.int64) * rstd_stride, mask=nxt < n_tokens, other=0.0).to(tl.float32)
                 m = live[:, None] & col_ok[None, :]
                 g = tl.load(grad_out_ptr + tok64[:, None] * go_stride_row + go_cols[None, :],
                             mask=m, other=0.0).to(tl.float32)
@@ -112,6 +118,7 @@ def _scatter_and_zero(
                 tl.atomic_add(grad_emb_ptr + row[:, None] * n_cols + offs[None, :], grad_x,
                               mask=m, sem="relaxed")
                 norm_acc += tl.sum(g * x * r[:, None], axis=0)
+                toks, row, r = nxt, nxt_row, nxt_r
             tl.store(partial_ptr + pid.to(tl.int64) * n_cols + offs, norm_acc, mask=col_ok)
         else:
             # rows wider than one tile: dot(g*w, x) over the chunks first, then grad_x chunk by
@@ -194,22 +201,24 @@ class ModelNew(nn.Module):
 
         # per-id flags: the first token of an id owns (zeroes) its row
         flags = torch.zeros(max(n_rows, 1), dtype=torch.int32, device=device)
-        BLOCK_ZERO = min(triton.next_power_of_2(n_cols), 1024)
         if n_tokens > 0:
+            # one id per thread (BLOCK_TOKENS = 32 * num_warps): the flag's old value, which
+            # decides the owner, is then never a copy broadcast between threads
             BLOCK_TOKENS = 32
             _claim_rows[(triton.cdiv(n_tokens, BLOCK_TOKENS),)](
                 ids, ids.stride(0), flags, grad_emb, n_tokens, n_cols,
-                BLOCK_TOKENS=BLOCK_TOKENS, BLOCK_ZERO=BLOCK_ZERO, num_warps=4,
+                BLOCK_TOKENS=BLOCK_TOKENS, BLOCK_ZERO=min(triton.next_power_of_2(n_cols), 256), num_warps=1,
             )
 
         # a whole row per tile up to BLOCK_D columns, column chunks beyond
         BLOCK_D = min(triton.next_power_of_2(n_cols), 4096)
         # tokens per step: BLOCK_TOKEN_TILE elements in flight, whatever the row length
-        BLOCK_TOKEN_TILE = 8192
+        BLOCK_TOKEN_TILE = 4096
         BLOCK_T = triton.cdiv(BLOCK_TOKEN_TILE, BLOCK_D)
-        TOKEN_PROGRAMS_PER_SM = 2
+        TOKEN_PROGRAMS_PER_SM = 1
         n_token_programs = min(triton.cdiv(n_tokens, BLOCK_T), TOKEN_PROGRAMS_PER_SM * sm_count(device))
         # untouched rows: BLOCK_ZERO_TILE elements of zeros per program
+        BLOCK_ZERO = min(triton.next_power_of_2(n_cols), 1024)
         BLOCK_ZERO_TILE = 16384
         ZERO_ROWS = triton.cdiv(BLOCK_ZERO_TILE, BLOCK_ZERO)
         n_zero_programs = triton.cdiv(n_rows, ZERO_ROWS)
