@@ -1,44 +1,44 @@
-"""Fused embedding + RMSNorm backward in Triton: bucket the ids, finish each row in registers.
+"""Fused embedding + RMSNorm backward in Triton: per-token grad_x in registers, scattered by fp32 atomics.
 
-Per token t with row v = ids[t], x = emb_weight[v], r = rstd[t], g = grad_out[t]:
-grad_x = r*g*w - x * r^3 * dot(g, w*x) / D, scattered into grad_emb_weight[v]; and
-grad_norm_weight = sum_t g * x * r. Summed over the tokens of one row, both become sums of
-plain vectors, which is what lets a row be finished with one pass over its tokens:
-
-    S_v = sum_t r_t g_t        T_v = sum_t r_t^3 g_t        Q_v = dot(T_v, w * x_v)
-    grad_emb_weight[v] = w * S_v - x_v * Q_v / D,    grad_norm_weight = sum_v x_v * S_v
+Per token t with row v = ids[t], x = emb_weight[v], r = rstd[t], g = grad_out[t], w = norm_weight:
+grad_x = r*g*w - x * r^3 * dot(g*w, x) / D is added into grad_emb_weight[v], and
+grad_norm_weight = sum_t g * x * r. grad_x lives in fp32 registers only: never rounded, never
+written out, added into the fp32 table with fp32 atomics.
 
 What bounds it is memory: the fp32 grad_emb_weight (VOCAB * DIM * 4 bytes, 262 MB at the
-default size, ~85% of the traffic) must be written once, zero rows included; grad_out is
-read once and emb_weight only at the ids that occur. A zero fill followed by atomic adds
-writes every touched row twice and queues fp32 atomics on the Zipf-hot rows, so:
+default size, ~85% of the traffic) is written in full, zero rows included; grad_out is read once
+and emb_weight only at the ids that occur. Three launches, each write of the table owned by
+exactly one of them so that no ordering between programs is ever assumed:
 
-1. ``_bucket_tokens`` (one pass over the ids): each token takes a slot in its id's bucket
-   with an int32 atomic on a per-id counter (``BLOCK_BUCKET`` slots per id): a counting
-   sort without its prefix-sum launch. Tokens that find the bucket full go to a spill
-   list; the first of them zeroes that hot row and its Q, and lists the row.
-2. ``_finish_rows``: a few persistent programs per SM (the ``2 * sm_count`` knob) walk
-   [BLOCK_ROWS, D] tiles of ids (BLOCK_TILE elements), counters loaded one tile ahead. Each gathers the bucketed tokens (one per id per step), accumulates S and
-   T in fp32 registers, reads x only for touched ids, and stores the finished rows (zeros
-   for untouched ids) with one plain store each; x*S is summed into the program's
-   grad_norm_weight partial, kept in registers across its tiles. Hot ids (full bucket) add
-   S and Q atomically to the zeroed row; spill programs, first in the grid, do the same
-   for spilled tokens, one token at a time. Rows wider than ``BLOCK_D`` go in column
-   chunks: S goes to the output first and is finished in a second pass (an L2 hit).
-3. ``_finish_hot``: column blocks sum the per-program partials (never atomics: a fixed
-   order) and finish the few hot rows (w*S - x*Q/D, and their x*S for grad_norm_weight).
+1. ``_claim_rows`` (one pass over the ids): an int32 atomic on a per-id flag; the token that
+   finds the flag 0 owns the row and zeroes it. Only touched rows are written here (a few MB),
+   each by exactly one token, and this launch ends before any atomic add starts.
+2. ``_scatter_and_zero``: two kinds of programs in one grid. Token programs (first in the grid,
+   ``TOKEN_PROGRAMS_PER_SM`` per SM, persistent: one leaves an SM's other program slot to the
+   zero programs, so the two overlap) load BLOCK_T tokens per step (grad_out rows and the
+   gathered x rows in flight together, ids one step ahead), finish grad_x in registers and add it to the
+   touched rows with fp32 atomics: those rows were zeroed by the previous launch and are still
+   in L2, so the atomics are L2 read-modify-writes, not DRAM round trips. Zero programs store
+   zeros into the untouched rows (flag 0) at full write bandwidth, tiles of BLOCK_ZERO_TILE elements;
+   they never touch a flagged row, the token programs never touch an unflagged one, so the two
+   kinds share no address and run side by side: the atomics hide under the zero stream.
+   Each token program sums g*x*r over its tokens into its own fp32 partial row of
+   grad_norm_weight (registers when a row fits one tile; else its own scratch row, read and
+   written by this program only, with a barrier between a chunk's store and its next load).
+3. ``_reduce_partials``: column blocks sum the per-program partials in a fixed order (no
+   atomics: grad_norm_weight is deterministic).
 
-Work per program is bounded by BLOCK_BUCKET tokens per id whatever the skew, so no hot
-id's program becomes the tail. BLOCK_BUCKET trades register summation against the row
-loop's length and the bucket table (VOCAB * BLOCK_BUCKET int32, written where tokens
-land); BLOCK_TILE is the tile per step (bytes in flight, and the registers that hold S,
-T, x and w; the spill tile is as large, so neither branch sets the registers alone);
-programs per SM trade loads in flight against the partials' size (programs x D fp32).
+Rows wider than BLOCK_D (4096) take two passes over their chunks per token tile: the first
+for dot(g*w, x), the second (an L2 hit) for grad_x. BLOCK_T * BLOCK_D is BLOCK_TOKEN_TILE elements
+whatever the width (bytes in flight against registers); TOKEN_PROGRAMS_PER_SM trades loads in
+flight against the partials' size (programs x D fp32).
 
-Both parameter gradients are fp32 and accumulated in fp32: a hot row collects thousands
-of contributions, and a bf16 running sum (8 mantissa bits) silently drops the small late
-ones: the most frequent tokens would learn from a wrong gradient. Row and token offsets are
-int64 where they multiply a row length.
+fp32 atomics make the hot rows' sums order-dependent at fp32 rounding only (~1e-6 relative);
+a lost or duplicated update cannot happen: every add is atomic, and the only plain writes to
+the table (the zeroing) happen in launches that share no row with the adds or precede them.
+Both parameter gradients are fp32 and accumulated in fp32: a hot row collects thousands of
+contributions, and a bf16 running sum (8 mantissa bits) silently drops the small late ones.
+Row and token offsets are int64 where they multiply a row length.
 """
 
 import torch
@@ -48,206 +48,134 @@ import triton.language as tl
 
 
 @triton.jit
-def _bucket_tokens(
-    ids_ptr, ids_stride, counts_ptr, slots_ptr, spill_ptr, hot_ptr, q_ptr, grad_emb_ptr,
-    n_tokens, n_rows, n_cols,
-    BLOCK_BUCKET: tl.constexpr, BLOCK_TOKENS: tl.constexpr, BLOCK_ZERO: tl.constexpr,
+def _claim_rows(
+    ids_ptr, ids_stride, flags_ptr, grad_emb_ptr, n_tokens, n_cols,
+    BLOCK_TOKENS: tl.constexpr, BLOCK_ZERO: tl.constexpr,
 ):
     toks = tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)
     live = toks < n_tokens
-    row = tl.load(ids_ptr + toks.to(tl.int64) * ids_stride, mask=live, other=0).to(tl.int32)
-    # every lane's atomic is its own, so tokens of one id in this block get distinct slots
-    slot = tl.atomic_add(counts_ptr + row, 1, mask=live, sem="relaxed")
-    tl.store(slots_ptr + row.to(tl.int64) * BLOCK_BUCKET + slot, toks, mask=live & (slot < BLOCK_BUCKET))
-    spilled = live & (slot >= BLOCK_BUCKET)
-    # counters after the n_rows per-id ones: spilled tokens, then hot rows
-    at = tl.atomic_add(counts_ptr + n_rows + tl.zeros_like(toks), 1, mask=spilled, sem="relaxed")
-    tl.store(spill_ptr + at, toks, mask=spilled)
-    # the first token to overflow a bucket zeroes that hot row and its Q and lists the row
-    first = live & (slot == BLOCK_BUCKET)
-    if tl.max(first.to(tl.int32), axis=0) > 0:
-        h = tl.atomic_add(counts_ptr + n_rows + 1 + tl.zeros_like(toks), 1, mask=first, sem="relaxed")
-        tl.store(hot_ptr + h, row, mask=first)
-        tl.store(q_ptr + row, tl.zeros((BLOCK_TOKENS,), dtype=tl.float32), mask=first)
+    row = tl.load(ids_ptr + toks.to(tl.int64) * ids_stride, mask=live, other=0)
+    # every lane's atomic is its own: of all tokens of one id, exactly one sees 0
+    old = tl.atomic_add(flags_ptr + row, 1, mask=live, sem="relaxed")
+    owner = live & (old == 0)
+    if tl.max(owner.to(tl.int32), axis=0) > 0:
         base = grad_emb_ptr + row.to(tl.int64)[:, None] * n_cols
+        zero = tl.zeros((BLOCK_TOKENS, BLOCK_ZERO), dtype=tl.float32)
         for c in range(0, n_cols, BLOCK_ZERO):
             cols = c + tl.arange(0, BLOCK_ZERO)
-            zero = tl.zeros((BLOCK_TOKENS, BLOCK_ZERO), dtype=tl.float32)
-            tl.store(base + cols[None, :], zero, mask=first[:, None] & (cols < n_cols)[None, :])
+            tl.store(base + cols[None, :], zero, mask=owner[:, None] & (cols < n_cols)[None, :])
 
 
 @triton.jit
-def _finish_rows(
+def _scatter_and_zero(
     grad_out_ptr, go_stride_row, go_stride_col, ids_ptr, ids_stride,
     emb_ptr, emb_stride_row, emb_stride_col, w_ptr, w_stride, rstd_ptr, rstd_stride,
-    counts_ptr, slots_ptr, spill_ptr, q_ptr, grad_emb_ptr, partial_ptr,
-    n_rows, n_cols, n_spill_programs, n_row_programs,
-    BLOCK_BUCKET: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_SPILL: tl.constexpr, BLOCK_SPILL_D: tl.constexpr, ONE_CHUNK: tl.constexpr,
+    flags_ptr, grad_emb_ptr, partial_ptr,
+    n_tokens, n_rows, n_cols, n_token_programs,
+    BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, ONE_CHUNK: tl.constexpr,
+    ZERO_ROWS: tl.constexpr, BLOCK_ZERO: tl.constexpr,
 ):
     pid = tl.program_id(0)
     inv_d = 1.0 / n_cols
     offs = tl.arange(0, BLOCK_D)
-    if pid < n_spill_programs:
-        # spilled tokens of hot rows: S and Q added atomically, one token per tile row
-        n_spilled = tl.load(counts_ptr + n_rows)
-        first = pid * BLOCK_SPILL
-        if first < n_spilled:
-            idx = first + tl.arange(0, BLOCK_SPILL)
-            live = idx < n_spilled
-            tok = tl.load(spill_ptr + idx, mask=live, other=0).to(tl.int64)
-            row = tl.load(ids_ptr + tok * ids_stride, mask=live, other=0).to(tl.int64)
-            r = tl.load(rstd_ptr + tok * rstd_stride, mask=live, other=0.0).to(tl.float32)
-            d = tl.zeros((BLOCK_SPILL,), dtype=tl.float32)
-            for c in range(0, n_cols, BLOCK_SPILL_D):
-                cols = c + tl.arange(0, BLOCK_SPILL_D)
-                col_ok = cols < n_cols
-                m = live[:, None] & col_ok[None, :]
-                w = tl.load(w_ptr + cols * w_stride, mask=col_ok, other=0.0).to(tl.float32)
-                g = tl.load(grad_out_ptr + tok[:, None] * go_stride_row + cols[None, :].to(tl.int64) * go_stride_col,
-                            mask=m, other=0.0).to(tl.float32)
-                x = tl.load(emb_ptr + row[:, None] * emb_stride_row + cols[None, :].to(tl.int64) * emb_stride_col,
-                            mask=m, other=0.0).to(tl.float32)
-                tl.atomic_add(grad_emb_ptr + row[:, None] * n_cols + cols[None, :], r[:, None] * g,
-                              mask=m, sem="relaxed")
-                d += tl.sum(g * w[None, :] * x, axis=1)
-            tl.atomic_add(q_ptr + row, r * r * r * d, mask=live, sem="relaxed")
+    if pid >= n_token_programs:
+        # untouched rows: zeros, store only (flagged rows belong to the token programs)
+        rows = (pid - n_token_programs) * ZERO_ROWS + tl.arange(0, ZERO_ROWS)
+        flag = tl.load(flags_ptr + rows, mask=rows < n_rows, other=1)
+        keep = (rows < n_rows) & (flag == 0)
+        base = grad_emb_ptr + rows.to(tl.int64)[:, None] * n_cols
+        zero = tl.zeros((ZERO_ROWS, BLOCK_ZERO), dtype=tl.float32)
+        for c in range(0, n_cols, BLOCK_ZERO):
+            cols = c + tl.arange(0, BLOCK_ZERO)
+            tl.store(base + cols[None, :], zero, mask=keep[:, None] & (cols < n_cols)[None, :])
     else:
-        prog = pid - n_spill_programs
+        step = n_token_programs * BLOCK_T
         if ONE_CHUNK:
             col_ok = offs < n_cols
             w = tl.load(w_ptr + offs * w_stride, mask=col_ok, other=0.0).to(tl.float32)
             go_cols = offs.to(tl.int64) * go_stride_col
             emb_cols = offs.to(tl.int64) * emb_stride_col
             norm_acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
-            step = n_row_programs * BLOCK_ROWS
-            # each tile's counters are loaded one tile ahead: a tile of untouched ids is then
-            # only a store, with no load latency in front of it
-            ahead = prog * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-            next_count = tl.load(counts_ptr + ahead, mask=ahead < n_rows, other=0)
-            for start in range(prog * BLOCK_ROWS, n_rows, step):
-                rows = start + tl.arange(0, BLOCK_ROWS)
-                row_ok = rows < n_rows
-                count = next_count
-                next_count = tl.load(counts_ptr + rows + step, mask=rows + step < n_rows, other=0)
-                n = tl.minimum(count, BLOCK_BUCKET)
-                hot = count > BLOCK_BUCKET
-                slots = slots_ptr + rows.to(tl.int64) * BLOCK_BUCKET
-                # x does not depend on the tokens: its load overlaps theirs
-                x = tl.load(emb_ptr + rows.to(tl.int64)[:, None] * emb_stride_row + emb_cols[None, :],
-                            mask=(n > 0)[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
-                s = tl.zeros((BLOCK_ROWS, BLOCK_D), dtype=tl.float32)
-                t = tl.zeros((BLOCK_ROWS, BLOCK_D), dtype=tl.float32)
-                for j in range(0, tl.max(n, axis=0)):
-                    live = j < n
-                    tok = tl.load(slots + j, mask=live, other=0).to(tl.int64)
-                    r = tl.load(rstd_ptr + tok * rstd_stride, mask=live, other=0.0).to(tl.float32)
-                    g = tl.load(grad_out_ptr + tok[:, None] * go_stride_row + go_cols[None, :],
-                                mask=live[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
-                    rg = r[:, None] * g
-                    s += rg
-                    t += (r * r)[:, None] * rg
-                q = tl.sum(t * w[None, :] * x, axis=1)
-                out = grad_emb_ptr + rows.to(tl.int64)[:, None] * n_cols + offs[None, :]
-                res = w[None, :] * s - x * (q * inv_d)[:, None]
-                tl.store(out, res, mask=(row_ok & ~hot)[:, None] & col_ok[None, :])
-                norm_acc += tl.sum(tl.where(hot[:, None], 0.0, x * s), axis=0)
-                if tl.max(hot.to(tl.int32), axis=0) > 0:
-                    tl.atomic_add(out, s, mask=hot[:, None] & col_ok[None, :], sem="relaxed")
-                    tl.atomic_add(q_ptr + rows, q, mask=hot, sem="relaxed")
-            tl.store(partial_ptr + prog.to(tl.int64) * n_cols + offs, norm_acc, mask=col_ok)
+            # ids and rstd are loaded one tile ahead: the gather of x waits on the ids, and
+            # this way only the first tile pays for that dependent load
+            toks = pid * BLOCK_T + tl.arange(0, BLOCK_T)
+            row = tl.load(ids_ptr + toks.to(tl.int64) * ids_stride, mask=toks < n_tokens, other=0).to(tl.int64)
+            r = tl.load(rstd_ptr + toks.to(tl.int64) * rstd_stride, mask=toks < n_tokens, other=0.0).to(tl.float32)
+            for _start in range(pid * BLOCK_T, n_tokens, step):
+                live = toks < n_tokens
+                tok64 = toks.to(tl.int64)
+                nxt = toks + step
+                nxt_row = tl.load(ids_ptr + nxt.to(tl.int64) * ids_stride, mask=nxt < n_tokens, other=0).to(tl.int64)
+                nxt_r = tl.load(rstd_ptr + nxt.to(tl.int64) * rstd_stride, mask=nxt < n_tokens, other=0.0).to(tl.float32)
+                m = live[:, None] & col_ok[None, :]
+                g = tl.load(grad_out_ptr + tok64[:, None] * go_stride_row + go_cols[None, :],
+                            mask=m, other=0.0).to(tl.float32)
+                x = tl.load(emb_ptr + row[:, None] * emb_stride_row + emb_cols[None, :],
+                            mask=m, other=0.0).to(tl.float32)
+                gw = g * w[None, :]
+                coef = r * r * r * tl.sum(gw * x, axis=1) * inv_d
+                grad_x = r[:, None] * gw - x * coef[:, None]
+                tl.atomic_add(grad_emb_ptr + row[:, None] * n_cols + offs[None, :], grad_x,
+                              mask=m, sem="relaxed")
+                norm_acc += tl.sum(g * x * r[:, None], axis=0)
+                toks, row, r = nxt, nxt_row, nxt_r
+            tl.store(partial_ptr + pid.to(tl.int64) * n_cols + offs, norm_acc, mask=col_ok)
         else:
-            # rows wider than one tile: S to the output per column chunk, finished in a second
-            # pass once Q is known; this program's partial row accumulated in place
-            part = partial_ptr + prog.to(tl.int64) * n_cols
+            # rows wider than one tile: dot(g*w, x) over the chunks first, then grad_x chunk by
+            # chunk (the re-read is an L2 hit); this program's partial row kept in its scratch row
+            part = partial_ptr + pid.to(tl.int64) * n_cols
             for c in range(0, n_cols, BLOCK_D):
                 tl.store(part + c + offs, tl.zeros((BLOCK_D,), dtype=tl.float32), mask=c + offs < n_cols)
-            for start in range(prog * BLOCK_ROWS, n_rows, n_row_programs * BLOCK_ROWS):
-                rows = start + tl.arange(0, BLOCK_ROWS)
-                row_ok = rows < n_rows
-                count = tl.load(counts_ptr + rows, mask=row_ok, other=0)
-                n = tl.minimum(count, BLOCK_BUCKET)
-                hot = count > BLOCK_BUCKET
-                light = (n > 0) & ~hot
-                slots = slots_ptr + rows.to(tl.int64) * BLOCK_BUCKET
-                q = tl.zeros((BLOCK_ROWS,), dtype=tl.float32)
+            tl.debug_barrier()
+            for start in range(pid * BLOCK_T, n_tokens, step):
+                toks = start + tl.arange(0, BLOCK_T)
+                live = toks < n_tokens
+                tok64 = toks.to(tl.int64)
+                row = tl.load(ids_ptr + tok64 * ids_stride, mask=live, other=0).to(tl.int64)
+                r = tl.load(rstd_ptr + tok64 * rstd_stride, mask=live, other=0.0).to(tl.float32)
+                dot = tl.zeros((BLOCK_T,), dtype=tl.float32)
                 for c in range(0, n_cols, BLOCK_D):
                     cols = c + offs
                     col_ok = cols < n_cols
+                    m = live[:, None] & col_ok[None, :]
                     w = tl.load(w_ptr + cols * w_stride, mask=col_ok, other=0.0).to(tl.float32)
-                    s = tl.zeros((BLOCK_ROWS, BLOCK_D), dtype=tl.float32)
-                    t = tl.zeros((BLOCK_ROWS, BLOCK_D), dtype=tl.float32)
-                    for j in range(0, tl.max(n, axis=0)):
-                        live = j < n
-                        tok = tl.load(slots + j, mask=live, other=0).to(tl.int64)
-                        r = tl.load(rstd_ptr + tok * rstd_stride, mask=live, other=0.0).to(tl.float32)
-                        g = tl.load(grad_out_ptr + tok[:, None] * go_stride_row
-                                    + cols[None, :].to(tl.int64) * go_stride_col,
-                                    mask=live[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
-                        rg = r[:, None] * g
-                        s += rg
-                        t += (r * r)[:, None] * rg
-                    x = tl.load(emb_ptr + rows.to(tl.int64)[:, None] * emb_stride_row
-                                + cols[None, :].to(tl.int64) * emb_stride_col,
-                                mask=(n > 0)[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
-                    q += tl.sum(t * w[None, :] * x, axis=1)
-                    out = grad_emb_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
-                    tl.store(out, s, mask=(row_ok & ~hot)[:, None] & col_ok[None, :])
-                    if tl.max(hot.to(tl.int32), axis=0) > 0:
-                        tl.atomic_add(out, s, mask=hot[:, None] & col_ok[None, :], sem="relaxed")
-                if tl.max(hot.to(tl.int32), axis=0) > 0:
-                    tl.atomic_add(q_ptr + rows, q, mask=hot, sem="relaxed")
-                if tl.max(light.to(tl.int32), axis=0) > 0:
-                    # the first pass's stores (other threads' included) before they are read back
-                    tl.debug_barrier()
-                    for c in range(0, n_cols, BLOCK_D):
-                        cols = c + offs
-                        col_ok = cols < n_cols
-                        m = light[:, None] & col_ok[None, :]
-                        w = tl.load(w_ptr + cols * w_stride, mask=col_ok, other=0.0).to(tl.float32)
-                        out = grad_emb_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
-                        s = tl.load(out, mask=m, other=0.0)
-                        x = tl.load(emb_ptr + rows.to(tl.int64)[:, None] * emb_stride_row
-                                    + cols[None, :].to(tl.int64) * emb_stride_col, mask=m, other=0.0).to(tl.float32)
-                        tl.store(out, w[None, :] * s - x * (q * inv_d)[:, None], mask=m)
-                        acc = tl.load(part + cols, mask=col_ok, other=0.0)
-                        tl.store(part + cols, acc + tl.sum(x * s, axis=0), mask=col_ok)
-                    tl.debug_barrier()
+                    g = tl.load(grad_out_ptr + tok64[:, None] * go_stride_row + cols[None, :].to(tl.int64) * go_stride_col,
+                                mask=m, other=0.0).to(tl.float32)
+                    x = tl.load(emb_ptr + row[:, None] * emb_stride_row + cols[None, :].to(tl.int64) * emb_stride_col,
+                                mask=m, other=0.0).to(tl.float32)
+                    dot += tl.sum(g * w[None, :] * x, axis=1)
+                coef = r * r * r * dot * inv_d
+                for c in range(0, n_cols, BLOCK_D):
+                    cols = c + offs
+                    col_ok = cols < n_cols
+                    m = live[:, None] & col_ok[None, :]
+                    w = tl.load(w_ptr + cols * w_stride, mask=col_ok, other=0.0).to(tl.float32)
+                    g = tl.load(grad_out_ptr + tok64[:, None] * go_stride_row + cols[None, :].to(tl.int64) * go_stride_col,
+                                mask=m, other=0.0).to(tl.float32)
+                    x = tl.load(emb_ptr + row[:, None] * emb_stride_row + cols[None, :].to(tl.int64) * emb_stride_col,
+                                mask=m, other=0.0).to(tl.float32)
+                    grad_x = r[:, None] * g * w[None, :] - x * coef[:, None]
+                    tl.atomic_add(grad_emb_ptr + row[:, None] * n_cols + cols[None, :], grad_x,
+                                  mask=m, sem="relaxed")
+                    acc = tl.load(part + cols, mask=col_ok, other=0.0)
+                    tl.store(part + cols, acc + tl.sum(g * x * r[:, None], axis=0), mask=col_ok)
+                # every thread's partial stores visible before any thread's next load of them
+                tl.debug_barrier()
 
 
 @triton.jit
-def _finish_hot(
-    emb_ptr, emb_stride_row, emb_stride_col, w_ptr, w_stride,
-    counts_ptr, hot_ptr, q_ptr, grad_emb_ptr, partial_ptr, grad_norm_ptr,
-    n_rows, n_cols, n_partials,
-    BLOCK_HOT: tl.constexpr, BLOCK_PARTIALS: tl.constexpr, BLOCK_COLS: tl.constexpr,
+def _reduce_partials(
+    partial_ptr, grad_norm_ptr, n_partials, n_cols,
+    BLOCK_PARTIALS: tl.constexpr, BLOCK_COLS: tl.constexpr,
 ):
     cols = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     col_ok = cols < n_cols
-    inv_d = 1.0 / n_cols
-    # grad_norm_weight: the programs' partials in a fixed order
     acc = tl.zeros((BLOCK_PARTIALS, BLOCK_COLS), dtype=tl.float32)
     for p in range(0, n_partials, BLOCK_PARTIALS):
         ps = p + tl.arange(0, BLOCK_PARTIALS)
         acc += tl.load(partial_ptr + ps.to(tl.int64)[:, None] * n_cols + cols[None, :],
                        mask=(ps < n_partials)[:, None] & col_ok[None, :], other=0.0)
-    norm = tl.sum(acc, axis=0)
-    # hot rows hold S; finish them and add their x * S
-    w = tl.load(w_ptr + cols * w_stride, mask=col_ok, other=0.0).to(tl.float32)
-    n_hot = tl.load(counts_ptr + n_rows + 1)
-    for h0 in range(0, n_hot, BLOCK_HOT):
-        hs = h0 + tl.arange(0, BLOCK_HOT)
-        live = hs < n_hot
-        row = tl.load(hot_ptr + hs, mask=live, other=0).to(tl.int64)
-        q = tl.load(q_ptr + row, mask=live, other=0.0)
-        m = live[:, None] & col_ok[None, :]
-        out = grad_emb_ptr + row[:, None] * n_cols + cols[None, :]
-        s = tl.load(out, mask=m, other=0.0)
-        x = tl.load(emb_ptr + row[:, None] * emb_stride_row + cols[None, :].to(tl.int64) * emb_stride_col,
-                    mask=m, other=0.0).to(tl.float32)
-        tl.store(out, w[None, :] * s - x * (q * inv_d)[:, None], mask=m)
-        norm += tl.sum(x * s, axis=0)
-    tl.store(grad_norm_ptr + cols, norm, mask=col_ok)
+    tl.store(grad_norm_ptr + cols, tl.sum(acc, axis=0), mask=col_ok)
 
 
 def sm_count(device: torch.device) -> int:
@@ -271,46 +199,43 @@ class ModelNew(nn.Module):
         if n_cols == 0:
             return grad_emb, grad_norm
 
-        BLOCK_BUCKET = 32
-        # per-id counters, then the spilled-token and hot-row counters
-        counts = torch.zeros(n_rows + 2, dtype=torch.int32, device=device)
-        slots = torch.empty(max(n_rows * BLOCK_BUCKET, 1), dtype=torch.int32, device=device)
-        spill = torch.empty(max(n_tokens, 1), dtype=torch.int32, device=device)
-        hot = torch.empty(n_tokens // (BLOCK_BUCKET + 1) + 1, dtype=torch.int32, device=device)
-        q = torch.empty(max(n_rows, 1), dtype=torch.float32, device=device)
+        # per-id flags: the first token of an id owns (zeroes) its row
+        flags = torch.zeros(max(n_rows, 1), dtype=torch.int32, device=device)
         if n_tokens > 0:
-            BLOCK_TOKENS = 128
-            _bucket_tokens[(triton.cdiv(n_tokens, BLOCK_TOKENS),)](
-                ids, ids.stride(0), counts, slots, spill, hot, q, grad_emb,
-                n_tokens, n_rows, n_cols,
-                BLOCK_BUCKET=BLOCK_BUCKET, BLOCK_TOKENS=BLOCK_TOKENS, BLOCK_ZERO=32, num_warps=4,
+            # one id per thread (BLOCK_TOKENS = 32 * num_warps): the flag's old value, which
+            # decides the owner, is then never a copy broadcast between threads
+            BLOCK_TOKENS = 32
+            _claim_rows[(triton.cdiv(n_tokens, BLOCK_TOKENS),)](
+                ids, ids.stride(0), flags, grad_emb, n_tokens, n_cols,
+                BLOCK_TOKENS=BLOCK_TOKENS, BLOCK_ZERO=min(triton.next_power_of_2(n_cols), 256), num_warps=1,
             )
 
         # a whole row per tile up to BLOCK_D columns, column chunks beyond
         BLOCK_D = min(triton.next_power_of_2(n_cols), 4096)
-        # ids per tile: BLOCK_TILE elements per step, whatever the row length
-        BLOCK_TILE = 4096
-        BLOCK_ROWS = triton.cdiv(BLOCK_TILE, BLOCK_D)
-        BLOCK_SPILL = 8
-        # the spill tile holds as many elements as a row tile: the kernel's registers are its largest
-        BLOCK_SPILL_D = triton.cdiv(BLOCK_ROWS * BLOCK_D, BLOCK_SPILL)
-        n_spill_programs = triton.cdiv(n_tokens, BLOCK_SPILL)
-        n_row_programs = max(1, min(triton.cdiv(n_rows, BLOCK_ROWS), 2 * sm_count(device)))
-        partials = torch.empty((n_row_programs, n_cols), dtype=torch.float32, device=device)
-        _finish_rows[(n_spill_programs + n_row_programs,)](
-            grad_out, grad_out.stride(0), grad_out.stride(1), ids, ids.stride(0),
-            emb_weight, emb_weight.stride(0), emb_weight.stride(1), norm_weight, norm_weight.stride(0),
-            rstd, rstd.stride(0), counts, slots, spill, q, grad_emb, partials,
-            n_rows, n_cols, n_spill_programs, n_row_programs,
-            BLOCK_BUCKET=BLOCK_BUCKET, BLOCK_ROWS=BLOCK_ROWS, BLOCK_D=BLOCK_D, BLOCK_SPILL=BLOCK_SPILL,
-            BLOCK_SPILL_D=BLOCK_SPILL_D, ONE_CHUNK=BLOCK_D >= n_cols, num_warps=8,
-        )
+        # tokens per step: BLOCK_TOKEN_TILE elements in flight, whatever the row length
+        BLOCK_TOKEN_TILE = 4096
+        BLOCK_T = triton.cdiv(BLOCK_TOKEN_TILE, BLOCK_D)
+        TOKEN_PROGRAMS_PER_SM = 1
+        n_token_programs = min(triton.cdiv(n_tokens, BLOCK_T), TOKEN_PROGRAMS_PER_SM * sm_count(device))
+        # untouched rows: BLOCK_ZERO_TILE elements of zeros per program
+        BLOCK_ZERO = min(triton.next_power_of_2(n_cols), 1024)
+        BLOCK_ZERO_TILE = 16384
+        ZERO_ROWS = triton.cdiv(BLOCK_ZERO_TILE, BLOCK_ZERO)
+        n_zero_programs = triton.cdiv(n_rows, ZERO_ROWS)
+        partials = torch.empty((max(n_token_programs, 1), n_cols), dtype=torch.float32, device=device)
+        if n_token_programs + n_zero_programs > 0:
+            _scatter_and_zero[(n_token_programs + n_zero_programs,)](
+                grad_out, grad_out.stride(0), grad_out.stride(1), ids, ids.stride(0),
+                emb_weight, emb_weight.stride(0), emb_weight.stride(1), norm_weight, norm_weight.stride(0),
+                rstd, rstd.stride(0), flags, grad_emb, partials,
+                n_tokens, n_rows, n_cols, n_token_programs,
+                BLOCK_T=BLOCK_T, BLOCK_D=BLOCK_D, ONE_CHUNK=BLOCK_D >= n_cols,
+                ZERO_ROWS=ZERO_ROWS, BLOCK_ZERO=BLOCK_ZERO, num_warps=8,
+            )
 
-        BLOCK_COLS = min(triton.next_power_of_2(n_cols), 64)
-        _finish_hot[(triton.cdiv(n_cols, BLOCK_COLS),)](
-            emb_weight, emb_weight.stride(0), emb_weight.stride(1), norm_weight, norm_weight.stride(0),
-            counts, hot, q, grad_emb, partials, grad_norm,
-            n_rows, n_cols, n_row_programs,
-            BLOCK_HOT=16, BLOCK_PARTIALS=32, BLOCK_COLS=BLOCK_COLS, num_warps=4,
+        BLOCK_COLS = min(triton.next_power_of_2(n_cols), 128)
+        _reduce_partials[(triton.cdiv(n_cols, BLOCK_COLS),)](
+            partials, grad_norm, n_token_programs, n_cols,
+            BLOCK_PARTIALS=16, BLOCK_COLS=BLOCK_COLS, num_warps=4,
         )
         return grad_emb, grad_norm
