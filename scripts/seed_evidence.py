@@ -32,9 +32,10 @@ from kgen.knowledge_base.write_back import summarise_verification
 ROOT = Path(__file__).resolve().parent.parent
 #: backend -> (its GPU verification runs, its kgen bench suite, the script that made the runs)
 RECORDS = {
-    "triton": (ROOT / "docs" / "gpu_runs", ROOT / "docs" / "bench_h100" / "suite.json", "scripts/gpu_verify.sh"),
+    "triton": (ROOT / "docs" / "gpu_runs", ROOT / "docs" / "bench_h100" / "suite.json",
+               "kgen eval at full size (scripts/gpu_verify.sh or scripts/gpu_library.sh verify)"),
     "cute": (ROOT / "docs" / "gpu_runs" / "cute", ROOT / "docs" / "bench_h100_cute" / "suite.json",
-             "scripts/gpu_cute.sh"),
+             "kgen eval at full size (scripts/gpu_cute.sh or scripts/gpu_library.sh verify)"),
 }
 
 
