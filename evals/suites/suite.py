@@ -25,6 +25,7 @@ from xml.sax.saxutils import escape
 
 from pydantic import Field
 
+from kgen.evals.baselines.messages import BASELINES
 from kgen.evals.problem.catalog import catalog
 from kgen.evals.problem.format import ProblemError, ProblemInfo, read_problem
 from kgen.evals.result import EvalResult
@@ -179,8 +180,8 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
 
     flags: list[str] = []
     times: dict[str, float | None] = {}
-    for key, label in (("candidate", "candidate"), ("eager", "eager"),
-                       ("torch.compile", "compile"), ("liger", "liger"), ("quack", "quack")):
+    for key in ("candidate", *BASELINES):
+        label = "compile" if key == "torch.compile" else key
         meas = bench.measurements.get(key)
         times[label] = bench.median(key)
         if meas is not None and meas.error:
@@ -208,7 +209,7 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
         achieved_tbs=_number(sol.get("achieved_tbs")),
         achieved_tflops=_number(sol.get("achieved_tflops")),
         sol_score=_number(sol.get("score")),
-        same_speed_as=[name for name in ("eager", "torch.compile", "liger", "quack")
+        same_speed_as=[name for name in BASELINES
                        if (speedup := bench.speedup(name)) is not None and not speedup.claimed],
         flags=flags,
         device_name=bench.device_name,
