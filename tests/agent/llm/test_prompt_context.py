@@ -2,6 +2,7 @@
 verifier results, with the sections a kernel author needs, and nothing left dangling."""
 
 import re
+from pathlib import Path
 
 import jinja2
 import pydantic
@@ -44,13 +45,13 @@ from kgen.evals.verdict import (
     Trial,
     Verdict,
 )
-from kgen.knowledge_base import SEED_KERNELS_DIR
 
 PROBLEM = resolve_problem("rmsnorm_backward")
 H100 = resolve_target("h100")
 MI300X = resolve_target("mi300x")
-SEED_SOURCE = (SEED_KERNELS_DIR / "triton" / "rmsnorm_backward.py").read_text()
-SOFTMAX_SOURCE = (SEED_KERNELS_DIR / "triton" / "softmax.py").read_text()
+# kernels whose tunable spaces the tests know (tests/fixtures/search_kernels/README.md)
+SEED_SOURCE = (Path(__file__).resolve().parents[2] / "fixtures" / "search_kernels" / "rmsnorm_backward.py").read_text()
+SOFTMAX_SOURCE = (Path(__file__).resolve().parents[2] / "fixtures" / "search_kernels" / "softmax.py").read_text()
 
 GUIDANCE = PromptGuidance(
     title="Column reductions across rows",

@@ -17,7 +17,6 @@ from kgen.agent.search.mutation import (
     space_size,
 )
 from kgen.backends.targets import resolve_target
-from kgen.knowledge_base import SEED_KERNELS_DIR
 
 H100 = resolve_target("h100")
 MI300X = resolve_target("mi300x")
@@ -25,7 +24,8 @@ DETUNED = Path(__file__).resolve().parents[3] / "scripts" / "detuned_seeds"
 
 
 def _seed(name: str) -> str:
-    return (SEED_KERNELS_DIR / "triton" / f"{name}.py").read_text()
+    """A kernel whose tunable space the tests know (tests/fixtures/search_kernels/README.md)."""
+    return (Path(__file__).resolve().parents[2] / "fixtures" / "search_kernels" / f"{name}.py").read_text()
 
 
 def _current(source: str, target=H100) -> dict[str, int | str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import random
+from pathlib import Path
 
 import pytest
 
@@ -24,9 +25,9 @@ from kgen.agent.search.policy import (
 )
 from kgen.backends.targets import resolve_target
 from kgen.backends.triton.features import strategy_features
-from kgen.knowledge_base import SEED_KERNELS_DIR
 
-SEED = (SEED_KERNELS_DIR / "triton" / "rmsnorm_backward.py").read_text()
+# a kernel whose tunable space the tests know (tests/fixtures/search_kernels/README.md)
+SEED = (Path(__file__).resolve().parents[2] / "fixtures" / "search_kernels" / "rmsnorm_backward.py").read_text()
 KB_ID = "k-seed-rmsnorm"
 BASELINES = {"h100": (KB_ID, SEED)}
 OPENAI = "openai:gpt-5"

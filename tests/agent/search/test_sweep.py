@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -20,11 +21,12 @@ from kgen.agent.search.policy import plan_generation, split_budget
 from kgen.agent.search.sweep import sweep_points
 from kgen.backends.targets import resolve_target
 from kgen.backends.triton.features import strategy_features
-from kgen.knowledge_base import SEED_KERNELS_DIR
 
 H100 = resolve_target("h100")
-RMSNORM_BWD = (SEED_KERNELS_DIR / "triton" / "rmsnorm_backward.py").read_text()
-LAYERNORM = (SEED_KERNELS_DIR / "triton" / "layernorm_forward.py").read_text()
+# kernels whose tunable spaces the tests know (tests/fixtures/search_kernels/README.md)
+KERNELS = Path(__file__).resolve().parents[2] / "fixtures" / "search_kernels"
+RMSNORM_BWD = (KERNELS / "rmsnorm_backward.py").read_text()
+LAYERNORM = (KERNELS / "layernorm_forward.py").read_text()
 
 
 def knob_values(source: str) -> dict[str, int | str]:
