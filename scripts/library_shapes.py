@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
                              "default: the unverified seeds, then the shipped ones)")
     parser.add_argument("--problems", nargs="*")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.problems or []) - set(SHAPES))
+    if unknown:
+        parser.error(f"no shapes for {', '.join(unknown)}; the library's problems: {', '.join(SHAPES)}")
     seeds = args.seeds or [ROOT / "knowledge_base" / "seed_kernels_unverified" / "triton",
                            ROOT / "knowledge_base" / "seed_kernels" / "triton"]
     written = write_suite(args.out, seeds, args.problems)
