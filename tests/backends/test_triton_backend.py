@@ -23,7 +23,8 @@ from kgen.backends.triton import cross_compile as xc
 from kgen.backends.triton.launches import describe_launch, record_launches, triton_type_of
 
 REPO = Path(__file__).resolve().parents[2]
-SEED = REPO / "knowledge_base" / "seed_kernels" / "triton" / "rmsnorm_backward.py"
+# a kernel whose launches the tests know (tests/fixtures/search_kernels/README.md)
+SEED = REPO / "tests" / "fixtures" / "search_kernels" / "rmsnorm_backward.py"
 CUDA = torch.cuda.is_available()
 
 AUTOTUNED = '''
