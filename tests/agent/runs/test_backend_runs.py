@@ -73,14 +73,14 @@ def test_both_backends_run_each_and_report_the_best_of_each(tmp_path):
 
 
 def test_a_backend_that_cannot_run_is_noted_and_the_other_goes_on(tmp_path):
-    """Offline, CuTe has no LayerNorm forward kernel to tune: its run fails with the reason,
-    Triton's runs (it ships one), and the request ends with Triton's kernel."""
+    """Offline, CuTe has no GELU kernel to tune: its run fails with the reason, Triton's runs
+    (it ships one), and the request ends with Triton's kernel."""
     lines: list[str] = []
-    summary = kgen.generate("LayerNorm forward for H100, both backends", models=[], budget=1, device="cpu",
+    summary = kgen.generate("GELU for H100, both backends", models=[], budget=1, device="cpu",
                             out=tmp_path / "run", kb=str(tmp_path / "kb"), progress=lines.append)
     assert list(summary.by_backend) == ["triton"]
     assert summary.best["h100"].backend == "triton"
-    assert any(n.startswith("cute: no run (") and "no cute kernel for layernorm_forward" in n
+    assert any(n.startswith("cute: no run (") and "no cute kernel for gelu" in n
                for n in summary.notes), summary.notes
     assert any(line.startswith("[cute] failed: ") for line in lines)
     assert not (tmp_path / "run" / "cute").exists()  # a run that produced nothing leaves no folder
