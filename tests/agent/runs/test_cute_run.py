@@ -89,14 +89,14 @@ def test_offline_without_a_verified_cute_kernel_points_at_a_seed_waiting_for_its
 
     waiting = tmp_path / "unverified"
     (waiting / "cute").mkdir(parents=True)
-    (waiting / "cute" / "layernorm_forward.py").write_text(SOFTCAP.read_text())
+    (waiting / "cute" / "gelu.py").write_text(SOFTCAP.read_text())
     monkeypatch.setattr(kgen.knowledge_base, "UNVERIFIED_SEEDS_DIR", waiting)
     with pytest.raises(KgenUsageError) as caught:
-        kgen.generate("CuTe LayerNorm forward for H100", models=[], device="cpu", out=tmp_path / "run",
+        kgen.generate("CuTe GELU for H100", models=[], device="cpu", out=tmp_path / "run",
                       kb=str(tmp_path / "kb"))
     text = str(caught.value)
-    assert "no cute kernel for layernorm_forward" in text
-    assert f"kgen eval layernorm_forward {waiting / 'cute' / 'layernorm_forward.py'}" in text
+    assert "no cute kernel for gelu" in text
+    assert f"kgen eval gelu {waiting / 'cute' / 'gelu.py'}" in text
     assert "--backend cute --device cuda" in text
 
 
@@ -104,8 +104,8 @@ def test_offline_without_any_cute_kernel_for_the_problem_says_how_to_get_one(tmp
     from kgen.api import KgenUsageError
 
     with pytest.raises(KgenUsageError) as caught:
-        kgen.generate("CuTe LayerNorm forward for H100", models=[], device="cpu", out=tmp_path / "run",
+        kgen.generate("CuTe GELU for H100", models=[], device="cpu", out=tmp_path / "run",
                       kb=str(tmp_path / "kb"))
     text = str(caught.value)
-    assert "no cute kernel for layernorm_forward" in text and "configure a model" in text
+    assert "no cute kernel for gelu" in text and "configure a model" in text
     assert "waits for its GPU verification" not in text
