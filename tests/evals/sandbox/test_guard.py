@@ -83,7 +83,7 @@ def test_packages_installed_inside_the_standard_librarys_folder_are_not_the_stan
     stdlib, packages = ("/usr/local/lib/python3.12",), ("/usr/local/lib/python3.12/site-packages",)
     assert is_standard_library("/usr/local/lib/python3.12/subprocess.py", stdlib, packages)
     assert not is_standard_library("/usr/local/lib/python3.12/site-packages/triton/runtime/build.py", stdlib, packages)
-    assert not is_standard_library("/work/candidate.py", stdlib, packages)
+    assert not is_standard_library("/srv/kernels/candidate.py", stdlib, packages)
     import subprocess as stdlib_module
 
     assert is_standard_library(stdlib_module.__file__)
