@@ -469,8 +469,11 @@ def precompile(name: str, paths: list[Path], jobs: int, device: str, sizes: dict
 
 
 def sweep_timed(name: str, points: list[dict[str, int]], paths: list[Path], args: argparse.Namespace, *,
-                device: str = "cuda", sizes: dict[str, int] | None = None, timer=gpu_timer) -> list[dict]:
-    """Every point in this one process: checked once against the problem's Model, then timed."""
+                device: str = "cuda", sizes: dict[str, int] | None = None, timer=gpu_timer,
+                check=None) -> list[dict]:
+    """Every point in this one process: checked once against the problem's Model (``check``,
+    default :func:`compare`), then timed."""
+    check = check or compare
     import torch
 
     if args.compile_jobs > 0:
@@ -494,7 +497,7 @@ def sweep_timed(name: str, points: list[dict[str, int]], paths: list[Path], args
             with torch.no_grad():
                 got = as_list(model(*input_sets[0]))
             _synchronize(device)
-            row["error"] = compare(got, expected)
+            row["error"] = check(got, expected)
             del got
             if row["error"] is None:
                 with torch.no_grad():
