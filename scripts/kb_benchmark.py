@@ -11,8 +11,8 @@ of "kernels after" records (the report says how many there were before).
 The store is seeded first (the shipped kernels and guidance notes, as
 `kgen kb init` does), then filled with synthetic but realistic entries: every
 catalog problem, both backends (CuTe only on NVIDIA targets), every target,
-the problem's own dtype and others, sources of 2-6 KB derived from the seed
-kernels with renamed functions, perturbed constants and tuning notes, so every
+the problem's own dtype and others, sources the size of the seed kernels
+(2-15 KB) derived from them with renamed functions, perturbed constants and tuning notes, so every
 code hash differs. Timings are missing for about a third (verified on a CPU).
 
 The figures printed (and written by --json) are what the agent pays per prompt

@@ -14,6 +14,7 @@ import pytest
 pytestmark = pytest.mark.xdist_group("kb_benchmark_script")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kb_benchmark.py"
+SEEDS = Path(__file__).resolve().parents[1] / "knowledge_base" / "seed_kernels" / "triton"
 
 
 def _load_script():
@@ -46,7 +47,9 @@ def test_small_benchmark_reports_every_figure(small_run):
         assert 0 < lat.p50_ms <= lat.p95_ms <= lat.p99_ms <= lat.max_ms
     assert report.store_mb and report.store_mb > 0
     assert report.peak_rss_mb > 0
-    assert 2.0 <= report.source_kb_min and report.source_kb_max <= 7.0
+    # synthetic sources are the shipped seeds re-worded, plus a tuning note of at most 6 KB
+    largest_seed_kb = max(len(p.read_bytes()) for p in SEEDS.glob("*.py")) / 1024
+    assert 2.0 <= report.source_kb_min and report.source_kb_max <= largest_seed_kb + 7.0
     assert report.answerable_queries > 0
     assert written["retrieve"]["p95_ms"] == report.retrieve.p95_ms
 

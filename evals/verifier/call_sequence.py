@@ -193,14 +193,18 @@ def run_call_sequence(ctx: VerifierContext, problem: Any, seed: int) -> Sequence
     return result
 
 
+#: Seed offset of the cache probe's second draw.
+CACHE_PROBE_DRAW = 7919
+
+
 def run_cache_probe(ctx: VerifierContext, problem, seed: int) -> None:
     """New values in the very same input buffers must give new outputs (no pointer-keyed cache)."""
 
     torch = ctx.torch
     what = f"cache probe, seed {seed}"
     first = inputs_for(ctx, problem, seed, "normal")
-    second = inputs_for(ctx, problem, seed + 7919, "normal")
-    _, candidate = models(ctx, problem, seed)
+    second = inputs_for(ctx, problem, seed + CACHE_PROBE_DRAW, "normal")
+    reference, candidate = models(ctx, problem, seed)
     # judged before any call, so no copy of the first inputs is kept: they are what was drawn
     inputs_differ = not same_outputs([x for x in first if isinstance(x, torch.Tensor)],
                                      [x for x in second if isinstance(x, torch.Tensor)])
@@ -216,12 +220,25 @@ def run_cache_probe(ctx: VerifierContext, problem, seed: int) -> None:
         raise_guard_violation(ctx)
         raise runtime_error(ctx, exc, what) from exc
     raise_guard_violation(ctx)
-    if inputs_differ and same_outputs(out_first, out_second):
+    if inputs_differ and same_outputs(out_first, out_second) and _wrong_for(ctx, reference, problem, seed + CACHE_PROBE_DRAW, out_second):
         raise Rejected(
             RejectionClass.STALE_OUTPUT,
-            "new values in the same input buffers returned the same output: outputs are cached across "
-            f"calls ({what})",
+            "new values in the same input buffers returned the same output, wrong for the new values: "
+            f"outputs are cached across calls ({what})",
         )
+
+
+def _wrong_for(ctx: VerifierContext, reference: Any, problem, seed: int, outputs: list[Any]) -> bool:
+    """Whether ``outputs`` fail the reference on the ``normal`` draw of ``seed``. Two draws can
+    have the same answer in the output's dtype (a bf16 row norm of 65536 values is 256 for most
+    draws, as bf16 holds no value between 256 and 258): the same output is a cache only when
+    it is wrong for the new values."""
+    native, ref64 = references(ctx, reference, inputs_for(ctx, problem, seed, "normal"))
+    try:
+        check_structure(outputs, native)
+    except ComparisonFailure:
+        return True
+    return outputs_failure(outputs, ref64, ctx.precision) is not None
 
 
 def _plain_call(ctx: VerifierContext, candidate: Any, args: list[Any], clock_shift: float | None, what: str) -> list[Any]:

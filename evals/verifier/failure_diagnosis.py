@@ -32,6 +32,7 @@ from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTR
 from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
 from kgen.evals.problem.format import flatten_outputs, sizes_text
 from kgen.evals.problem.layout import compact_copies, copy_inputs, describe_layout, is_plain_layout
+from kgen.evals.problem.policies import Precision
 from kgen.evals.verdict import RejectionClass, Trial
 from kgen.evals.verifier.context import VerifierContext
 from kgen.evals.verifier.trial_parts import models, references, to_device
@@ -77,6 +78,30 @@ def ill_conditioned(ctx: VerifierContext, reference, inputs, native, ref64) -> l
         i for i, (m, r, rn) in enumerate(zip(moved, ref64, native, strict=True))
         if isinstance(rn, torch.Tensor) and rn.is_floating_point()
         and not compare_output(i, m, r, scale=0.5, dtype=rn.dtype).passed
+    ]
+
+
+def tf32_ill_conditioned(ctx: VerifierContext, reference, inputs, native, ref64) -> list[int]:
+    """Under the tf32 policy, fp32 outputs that an honest TF32 kernel misses by more than half
+    their tolerance at these inputs: the reference on TF32-rounded operands (what such a kernel
+    computes, up to its own accumulation) is the measure. A mean shifted by hundreds of sigmas
+    into a convolution with mixed-sign weights leaves outputs far smaller than their terms, and
+    TF32's rounding of those terms alone exceeds the bound: the trial cannot judge a kernel the
+    policy admits, as :func:`ill_conditioned` finds for fp32."""
+
+    if ctx.precision is not Precision.TF32:
+        return []
+    torch = ctx.torch
+    if not any(isinstance(rn, torch.Tensor) and rn.dtype == torch.float32 for rn in native):
+        return []
+    try:
+        rounded = reference_from_rounded(reference, inputs, "tf32", ctx.device)
+    except Exception:  # noqa: BLE001 - a reference that cannot run on rounded operands: no verdict on it here
+        return []
+    return [
+        i for i, (t, r, rn) in enumerate(zip(rounded, ref64, native, strict=True))
+        if isinstance(rn, torch.Tensor) and rn.dtype == torch.float32
+        and not compare_output(i, t, r, scale=0.5, dtype=rn.dtype, precision=ctx.precision).passed
     ]
 
 

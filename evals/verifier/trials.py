@@ -30,7 +30,13 @@ from kgen.evals.problem.input_distributions import (
 )
 from kgen.evals.verdict import Rejected, RejectionClass, SkipTrial, Trial
 from kgen.evals.verifier.context import VerifierContext, save_report
-from kgen.evals.verifier.failure_diagnosis import diagnose, explain, ill_conditioned, name_failure
+from kgen.evals.verifier.failure_diagnosis import (
+    diagnose,
+    explain,
+    ill_conditioned,
+    name_failure,
+    tf32_ill_conditioned,
+)
 from kgen.evals.verifier.race_check import race_in_failure
 from kgen.evals.verifier.trial_parts import inputs_for, models, problem_at, references
 from kgen.evals.verifier.watched_call import check_aliases, watched_call
@@ -78,15 +84,18 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
         # A distribution or made-up size set that changes the problem's conditioning (a norm
         # over one element, a mean shifted by hundreds of sigmas) is fair only where the
         # problem's own reference, in its own dtypes, still meets the tolerance, and where
-        # one fp32 rounding of every input moves the answer by less than half of it.
+        # one fp32 rounding of every input moves the answer by less than half of it (under the
+        # tf32 policy: where TF32 operands do).
         own = [compare_output(i, rn, r64, precision=ctx.precision) for i, (rn, r64) in enumerate(zip(native, ref64, strict=True))
                if isinstance(rn, torch.Tensor) and rn.is_floating_point()]
-        unrepresentable = [c.index for c in own if not c.passed] or ill_conditioned(ctx, reference, inputs, native, ref64)
+        unrepresentable = ([c.index for c in own if not c.passed] or ill_conditioned(ctx, reference, inputs, native, ref64)
+                           or tf32_ill_conditioned(ctx, reference, inputs, native, ref64))
     if unrepresentable:
         ctx.report.trials.remove(result)
         raise SkipTrial(
             f"{what}: output(s) {unrepresentable} cannot be computed in their dtype to the tolerance at "
-            "these inputs (the problem's own reference misses it too)"
+            "these inputs (the problem's own reference misses it too, or under the tf32 policy the "
+            "reference on TF32-rounded operands does)"
         )
     # Judged now that the reference's own aliases (a view it returns) are known.
     check_aliases(ctx, before.aliased_outputs, what + ", before the reference")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.verdict import Rejected, RejectionClass, StageStatus
 from kgen.evals.verifier.correctness_stage import CorrectnessStage, trial_plan
 from kgen.evals.verifier.load_stage import LoadStage
@@ -62,3 +63,21 @@ def test_the_wrong_function_is_a_numerical_mismatch(open_verifier):
         CorrectnessStage().run(ctx)
     assert caught.value.rejection is RejectionClass.MISMATCH
     assert ctx.failed_distributions["normal"] > 1.0  # its error over the tolerance, kept for the naming
+
+
+def test_the_same_output_for_new_inputs_is_no_cache_when_it_is_right_for_them():
+    """bf16 holds no value between 256 and 258: on seed 36 the two draws of the cache probe give
+    the same four row norms of 65536 values, and a correct kernel was called a cache."""
+    result = evaluate(FIXTURES / "problems" / "rt4_row_l2norm_bf16.py", CANDIDATES / "rt4_l2norm_split_row_ok.py",
+                      EvalOptions(device="cpu", seeds=[36], timeout_s=240))
+    assert result.passed, result.reason
+
+
+def test_under_tf32_a_trial_no_tf32_kernel_could_pass_is_skipped_not_held_against_the_kernel():
+    """A mean shift into a convolution with mixed-sign weights: TF32 rounding of the terms alone
+    exceeds the tf32 bound on seed 796628576, and a correct TF32 kernel was rejected."""
+    problem = FIXTURES / "kernelbench" / "level2" / "1_Conv2D_ReLU_BiasAdd.py"
+    candidate = FIXTURES / "public" / "candidates" / "level2" / "l2_001_conv2d_relu_biasadd_gpt_tritonllm_search_best.py"
+    result = evaluate(problem, candidate, EvalOptions(device="cpu", seeds=[796628576], timeout_s=300, precision="tf32"))
+    assert result.passed, result.reason
+    assert any("TF32-rounded operands" in skipped for skipped in result.skipped), result.skipped
