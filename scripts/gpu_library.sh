@@ -26,7 +26,8 @@
 #
 # Usage: scripts/gpu_library.sh OUT STEP...   OUT gets log.txt and one archive per step
 # (OUT/<step>.tgz, paths relative to $HOME/kgen-lib).
-# KGEN_LIBRARY_PROBLEMS limits sweep, verify and shapes to those problems; KGEN_VERIFY_JOBS sets how
+# KGEN_LIBRARY_PROBLEMS limits sweep, bench, verify and shapes to those problems (bench: a suite of
+# those catalog files); KGEN_OFFLINE_REQUESTS (';'-separated) are the offline step's requests; KGEN_VERIFY_JOBS sets how
 # many verifications share the GPU (default 4). KGEN_CHECK_DEVICE=cpu runs the same steps on a CPU
 # (the sweep --dry, bench and eval through the interpreter): a smoke test of the script.
 set -uo pipefail
@@ -114,7 +115,16 @@ for step in "$@"; do
       ;;
     bench)
       dir=$(candidates)
-      timeout 570 python3 -m kgen.cli bench --device "$device" --small --candidates "$dir" --out "$lib/bench_h100" \
+      suite=()
+      if [ -n "$problems" ]; then  # a suite of those catalog problems only
+        rm -rf "$lib/suite" && mkdir -p "$lib/suite"
+        for name in $problems; do
+          python3 -c "import shutil,sys; from kgen.evals.problem.catalog import resolve_problem as r; shutil.copy(r(sys.argv[1]).path, sys.argv[2])" \
+            "$name" "$lib/suite/" 2>&1 | tee -a "$log"
+        done
+        suite=("$lib/suite")
+      fi
+      timeout 570 python3 -m kgen.cli bench "${suite[@]}" --device "$device" --small --candidates "$dir" --out "$lib/bench_h100" \
         --timeout 240 2>&1 | tee -a "$log"
       stamp "bench exit ${PIPESTATUS[0]}"
       keep bench bench_h100/suite.md bench_h100/suite.json bench_h100/suite.svg bench_h100/results
@@ -170,8 +180,8 @@ for step in "$@"; do
         python3 "$root/scripts/seed_evidence.py" --seeds "$seeds" --runs "$lib/verify_triton" \
           --suite "$lib/bench_h100/suite.json" 2>&1 | tail -3 | tee -a "$log"
       fi
-      for request in "Triton LayerNorm backward for H100" "Triton cross-entropy backward for H100" \
-                     "Triton fused embedding RMSNorm backward for H100"; do
+      IFS=';' read -r -a requests <<< "${KGEN_OFFLINE_REQUESTS:-Triton LayerNorm backward for H100;Triton cross-entropy backward for H100}"
+      for request in "${requests[@]}"; do
         run=$lib/offline/$(echo "$request" | tr ' ' '_')
         mkdir -p "$run"
         timeout 170 python3 -m kgen.cli "$request" --budget 4 --generations 1 --device "$device" --out "$run/run" \

@@ -3,7 +3,9 @@
 
 Each of the library's catalog problems ([M]: norms, losses, embedding backward) is also
 benchmarked at a small hidden size (1024) and a large one (16384, or a 128k vocabulary),
-each sized to move about as many bytes as the default. This writes them as a suite folder
+each sized to move about as many bytes as the default. Those of [N] (scan, row sum, softcap,
+rotary embedding, causal conv1d) at a larger shape and an awkward one whose lengths are no
+multiple of any tile. This writes them as a suite folder
 ``kgen bench`` reads, beside a candidates folder of the seeds under the same names:
 
     python scripts/library_shapes.py --out shapes [--seeds DIR]
@@ -32,6 +34,13 @@ SHAPES: dict[str, dict[str, dict[str, int]]] = {
     "embedding_backward": {"d1024": {"N_TOKENS": 65536, "DIM": 1024}, "d16384": {"N_TOKENS": 4096, "DIM": 16384}},
     "fused_embedding_rmsnorm_backward": {"d1024": {"N_TOKENS": 32768, "DIM": 1024},
                                          "d16384": {"N_TOKENS": 4096, "DIM": 16384}},
+    # [N]: a larger shape (four times the default's bytes, or 1M-long rows for the scan) and an
+    # awkward one (lengths that are no multiple of any tile: rows start unaligned)
+    "cumsum": {"r64x1m": {"ROWS": 64, "COLS": 1048576}, "odd": {"ROWS": 3001, "COLS": 5003}},
+    "row_sum": {"large": {"ROWS": 65536, "COLS": 4096}, "odd": {"ROWS": 16381, "COLS": 4099}},
+    "softcap": {"v128256": {"N_TOKENS": 8192, "VOCAB": 128256}, "odd": {"N_TOKENS": 8191, "VOCAB": 32003}},
+    "rope_forward": {"large": {"BATCH": 8, "SEQ": 8192, "HEADS": 32}, "odd": {"BATCH": 3, "SEQ": 4099, "HEADS": 40}},
+    "conv1d": {"large": {"BATCH": 8, "CHANNELS": 8192, "SEQ": 5120}, "odd": {"BATCH": 7, "CHANNELS": 5003, "SEQ": 2047}},
 }
 
 

@@ -85,6 +85,34 @@ def _swiglu(problem: LoadedProblem) -> Callable[..., Any]:
     return run
 
 
+def _rope_forward(problem: LoadedProblem) -> Callable[..., Any]:
+    """Liger's RoPE rotates q and k together, in place, with cos and sin over the whole head
+    dimension. So it gets, once per input set: a private copy of x that it rotates in place on
+    every call (the same bytes read and written as an out-of-place kernel, and the problem's
+    own x left alone), a k of one head (1/HEADS more work, counted against Liger), and cos and
+    sin repeated over both halves of the head (the rotate-half layout it expects)."""
+    ops = _ops("rope")
+    prepared: dict[tuple[int, int, int], tuple[Any, Any, Any, Any]] = {}
+
+    def run(x, cos, sin):
+        key = (x.data_ptr(), cos.data_ptr(), sin.data_ptr())
+        if key not in prepared:
+            import torch
+
+            q = x.clone().transpose(1, 2)  # [B, H, S, D] as Liger takes it, its storage [B, S, H, D]
+            k = x[:, :, :1].clone().transpose(1, 2)
+            prepared[key] = (q, k, torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1))
+        q, k, cos_full, sin_full = prepared[key]
+        return ops.rope_forward(q, k, cos_full, sin_full)[0].transpose(1, 2)
+
+    return run
+
+
+#: How an op is called where its convention differs from the problem's (said in the docs' tables too).
+ADAPTATIONS = {
+    "rope_forward": "rotates a private copy of x in place, beside a one-head k; cos and sin repeated over the head",
+}
+
 #: Not wired, and why: Liger's cross-entropy forward also writes the gradient into the
 #: logits in place (a fused forward and backward, scaled by one number, not a per-token
 #: upstream gradient), so it is neither the same work as cross_entropy_forward nor as
@@ -101,4 +129,5 @@ FACTORIES: dict[str, Callable[[LoadedProblem], Callable[..., Any]]] = {
     "layernorm_backward": _layernorm_backward,
     "softmax": _softmax,
     "swiglu": _swiglu,
+    "rope_forward": _rope_forward,
 }

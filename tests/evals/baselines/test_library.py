@@ -71,3 +71,20 @@ def test_liger_layernorm_backward_computes_the_problems_gradients():
     got = library_baseline("liger", problem)(*inputs)
     for ours, ref in zip(got, reference, strict=True):
         assert ((ours.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is None, reason="liger-kernel is not installed here")
+def test_liger_rope_computes_the_problems_rotation_and_leaves_x_alone():
+    """Liger rotates in place: it works on a private copy, so the problem's x is unchanged
+    (later calls rotate the copy again: the same work, timed only)."""
+    problem = _problem("rope_forward")
+    torch.manual_seed(0)
+    x, cos, sin = problem.get_inputs()
+    before = x.clone()
+    run = library_baseline("liger", problem)
+    reference = problem.model_class()(x.double(), cos.double(), sin.double())
+    first = run(x, cos, sin).clone()
+    assert torch.equal(x, before)
+    assert first.shape == x.shape
+    assert ((first.double() - reference).norm() / reference.norm()).item() < 1e-2
+    assert "rope_forward" in library_problems("liger")
