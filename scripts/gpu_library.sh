@@ -19,7 +19,7 @@
 #            in seed_kernels_unverified/cute (KGEN_CUTE_NEW_ONLY=1: those waiting only) (3 min)
 #   shapes   the library's problems at a small and a large hidden size or vocabulary
 #            (scripts/library_shapes.py), verified at small sizes, timed with the same baselines
-#            (4 min)
+#            (4 min); KGEN_SHAPES_VERIFY=1: each shape verified at its own sizes too (3 min)
 #   offline  the swept seeds that passed `bench` become the knowledge base's seeds (evidence
 #            from bench's results), then the README's main command offline for each new
 #            problem (needs .whl/: the knowledge base is Chroma) (3 min)
@@ -163,7 +163,18 @@ for step in "$@"; do
       timeout 570 python3 -m kgen.cli bench "$lib/shapes/problems" --candidates "$lib/shapes/candidates" --device "$device" \
         --small --out "$lib/bench_shapes" --timeout 180 2>&1 | tee -a "$log"
       stamp "shapes exit ${PIPESTATUS[0]}"
-      keep shapes bench_shapes/suite.md bench_shapes/suite.json bench_shapes/results
+      if [ -n "${KGEN_SHAPES_VERIFY:-}" ]; then  # each shape verified at its own (full) sizes too
+        mkdir -p "$lib/bench_shapes/full"
+        for f in "$lib"/shapes/problems/*.py; do echo "$(basename "$f" .py)"; done \
+          | xargs -P "${KGEN_VERIFY_JOBS:-4}" -I{} sh -c 'timeout 400 python3 -m kgen.cli eval '"$lib"'/shapes/problems/{}.py \
+              '"$lib"'/shapes/candidates/{}.py --device '"$device"' --target h100 --json \
+              > '"$lib"'/bench_shapes/full/eval_{}.json 2> '"$lib"'/bench_shapes/full/stderr_{}.txt; echo "{}: exit $?"' \
+          2>&1 | tee -a "$log"
+        for j in "$lib"/bench_shapes/full/eval_*.json; do
+          python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['problem'], r['verdict'], r.get('rejection') or r.get('inconclusive') or '', len(r['trials']), 'trials', round(r['seconds']), 's:', r['reason'][:150])" "$j" 2>&1 | tee -a "$log"
+        done
+      fi
+      keep shapes bench_shapes/suite.md bench_shapes/suite.json bench_shapes/results bench_shapes/full
       ;;
     offline)
       seeds=$(python3 -c "import kgen.knowledge_base as k; print(k.SEED_KERNELS_DIR / 'triton')")

@@ -156,7 +156,8 @@ class ModelNew(nn.Module):
         y = torch.empty((n_rows, n_cols), dtype=torch.float32, device=x.device)
         sx0, sx1 = x2d.stride(0), x2d.stride(1)
         ROW_PROGRAMS_PER_SM = 2
-        min_programs = ROW_PROGRAMS_PER_SM * torch.cuda.get_device_properties(x.device).multi_processor_count
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4  # the interpreter: any count
+        min_programs = ROW_PROGRAMS_PER_SM * sms
         block_cols = triton.next_power_of_2(n_cols)
         if block_cols <= 1024:
             # short rows: several whole rows per program, one chunk each

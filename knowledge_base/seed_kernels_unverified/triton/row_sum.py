@@ -117,9 +117,9 @@ class ModelNew(nn.Module):
             block_rows, block_cols = 1, LOOP_BLOCK_COLS
 
         # split rows across programs only when the row tiles leave SMs idle
-        props = torch.cuda.get_device_properties(x.device)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4  # the interpreter: any count
         PROGRAMS_PER_SM = 4
-        target_programs = PROGRAMS_PER_SM * props.multi_processor_count
+        target_programs = PROGRAMS_PER_SM * sms
         row_blocks = triton.cdiv(n_rows, block_rows)
         n_chunks = max(triton.cdiv(n_cols, block_cols), 1)
         n_splits = min(triton.cdiv(target_programs, row_blocks), n_chunks)

@@ -92,7 +92,8 @@ class ModelNew(nn.Module):
             return y
         cap = float(self.cap)
         PROGRAMS_PER_SM = 4
-        min_programs = PROGRAMS_PER_SM * torch.cuda.get_device_properties(x.device).multi_processor_count
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4  # the interpreter: any count
+        min_programs = PROGRAMS_PER_SM * sms
         if triton.cdiv(n, BLOCK_SIZE) >= min_programs:
             _softcap_kernel[(triton.cdiv(n, BLOCK_SIZE),)](x, y, n, cap, BLOCK_SIZE=BLOCK_SIZE, num_warps=8)
         else:
