@@ -20,6 +20,9 @@
 #   shapes   the library's problems at a small and a large hidden size or vocabulary
 #            (scripts/library_shapes.py), verified at small sizes, timed with the same baselines
 #            (4 min); KGEN_SHAPES_VERIFY=1: each shape verified at its own sizes too (3 min)
+#   attention  [O]: scripts/attention_anchors.py, SDPA's backends one at a time, flash-attn-4 (where
+#            installed) and kgen's causal attention kernels (the new Triton seed, any CuTe one) at the
+#            catalog's size and sequence lengths 512, 8192 and 3001 (3 min)
 #   offline  the swept seeds that passed `bench` become the knowledge base's seeds (evidence
 #            from bench's results), then the README's main command offline for each new
 #            problem (needs .whl/: the knowledge base is Chroma) (3 min)
@@ -32,11 +35,11 @@
 # (the sweep --dry, bench and eval through the interpreter): a smoke test of the script.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: gpu_library.sh OUT [setup|sweep|bench|verify|cute|shapes|offline]..."
+usage="usage: gpu_library.sh OUT [setup|sweep|bench|verify|cute|shapes|attention|offline]..."
 [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "$usage" >&2; exit 2; }
 shift
-for step in "$@"; do case "$step" in setup|sweep|bench|verify|cute|shapes|offline) ;; *) echo "$usage" >&2; exit 2 ;; esac; done
+for step in "$@"; do case "$step" in setup|sweep|bench|verify|cute|shapes|attention|offline) ;; *) echo "$usage" >&2; exit 2 ;; esac; done
 device=${KGEN_CHECK_DEVICE:-cuda}
 problems=${KGEN_LIBRARY_PROBLEMS:-}
 lib=${KGEN_LIBRARY_HOME:-$HOME/kgen-lib}
@@ -175,6 +178,19 @@ for step in "$@"; do
         done
       fi
       keep shapes bench_shapes/suite.md bench_shapes/suite.json bench_shapes/results bench_shapes/full
+      ;;
+    attention)
+      cands=()
+      for f in "$(new_seeds)/causal_attention_forward.py" "$root"/knowledge_base/seed_kernels*/cute/causal_attention_forward.py \
+               "$root"/knowledge_base/seed_kernels/triton/causal_attention_forward.py; do
+        [ -f "$f" ] && cands+=("$f")
+      done
+      mkdir -p "$lib/attention"
+      dry=(); [ "$device" = cpu ] && dry=(--dry)
+      timeout 560 python3 "$root/scripts/attention_anchors.py" "${dry[@]}" ${cands[@]:+--candidates "${cands[@]}"} \
+        --out "$lib/attention/anchors.md" --json "$lib/attention/anchors.json" 2>&1 | tee -a "$log"
+      stamp "attention exit ${PIPESTATUS[0]}"
+      keep attention attention
       ;;
     offline)
       seeds=$(python3 -c "import kgen.knowledge_base as k; print(k.SEED_KERNELS_DIR / 'triton')")

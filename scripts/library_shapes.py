@@ -41,6 +41,9 @@ SHAPES: dict[str, dict[str, dict[str, int]]] = {
     "softcap": {"v128256": {"N_TOKENS": 8192, "VOCAB": 128256}, "odd": {"N_TOKENS": 8191, "VOCAB": 32003}},
     "rope_forward": {"large": {"BATCH": 8, "SEQ": 8192, "HEADS": 32}, "odd": {"BATCH": 3, "SEQ": 4099, "HEADS": 40}},
     "conv1d": {"large": {"BATCH": 8, "CHANNELS": 8192, "SEQ": 5120}, "odd": {"BATCH": 7, "CHANNELS": 5003, "SEQ": 2047}},
+    # [O]: sequence lengths 512 and 8192 and one no multiple of any tile
+    "causal_attention_forward": {"s512": {"BATCH": 16, "SEQ": 512}, "s8192": {"BATCH": 1, "SEQ": 8192},
+                                 "odd": {"BATCH": 4, "SEQ": 3001}},
 }
 
 
