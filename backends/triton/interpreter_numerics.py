@@ -19,6 +19,12 @@ neither ``input_precision="ieee"``, ``allow_tf32=False`` nor
 ``TRITON_F32_DEFAULT`` says otherwise); "tf32x3" (three TF32 passes, near-fp32)
 and "ieee" stay in fp32. fp16 dots were already right (numpy widens them to the
 fp32 accumulator's type).
+
+An fp32 value cast to bf16 (``x.to(tl.bfloat16)``, or stored through a bf16 pointer)
+rounds to nearest even on a GPU; the interpreter cuts the low 16 bits off (and its
+round-to-nearest mode rounds half up without carrying into the exponent). A correct
+kernel's bf16 outputs came out up to one bf16 step low on the CPU, about four times the
+error the GPU gives: here the cast rounds to nearest even, and ``rounding="rtz"`` truncates.
 """
 
 from __future__ import annotations
@@ -61,9 +67,12 @@ def install_hardware_numerics() -> None:
     builder = interpreter.InterpreterBuilder
     if _ORIGINALS:
         return
-    for name in ("create_dot", "create_masked_load", "create_masked_store", *_ELEMENTWISE):
+    for name in ("create_dot", "create_masked_load", "create_masked_store", "cast_impl", "create_fp_to_fp",
+                 *_ELEMENTWISE):
         _ORIGINALS[name] = getattr(builder, name)
     builder.create_dot = _hardware_dot
+    builder.cast_impl = _rounding_cast
+    builder.create_fp_to_fp = _rounding_fp_to_fp
     builder.create_masked_load = _boolean_mask_load
     builder.create_masked_store = _boolean_mask_store
     builder.binary_op = _bf16_binary
@@ -125,6 +134,35 @@ def _hardware_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_n
         a = TensorHandle(f32_to_tf32_operand(a.data), a.dtype.scalar)
         b = TensorHandle(f32_to_tf32_operand(b.data), b.dtype.scalar)
     return _ORIGINALS["create_dot"](self, a, b, d, input_precision, max_num_imprecise_acc)
+
+
+def _f32_to_bf16(src: Any, dst_type: Any) -> Any | None:
+    """The handle of an fp32 -> bf16 cast rounded to nearest even, or None for other casts."""
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+        return None
+    return TensorHandle(f32_to_bf16_bits(np.asarray(src.data, dtype=np.float32)), dst_type.scalar)
+
+
+def _rounding_cast(self: Any, src: Any, dst_type: Any) -> Any:
+    """``cast_impl`` (``.to()``, the implicit cast of a store) with fp32 -> bf16 rounded as a GPU rounds."""
+    cast = _f32_to_bf16(src, dst_type)
+    return cast if cast is not None else _ORIGINALS["cast_impl"](self, src, dst_type)
+
+
+def _rounding_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+    """``create_fp_to_fp`` (``.to(..., fp_downcast_rounding=...)``): fp32 -> bf16 rounded to nearest
+    even unless the kernel asks for round-towards-zero."""
+    from triton._C.libtriton import ir
+    from triton.runtime.interpreter import TensorHandle
+
+    if rounding_mode == ir.ROUNDING_MODE.RTZ and _f32_to_bf16(src, dst_type) is not None:
+        bits = np.asarray(src.data, dtype=np.float32).view(np.uint32) >> np.uint32(16)
+        return TensorHandle(bits.astype(np.uint16), dst_type.scalar)
+    cast = _f32_to_bf16(src, dst_type)
+    return cast if cast is not None else _ORIGINALS["create_fp_to_fp"](self, src, dst_type, rounding_mode)
 
 
 def _widen(handle: Any) -> Any:

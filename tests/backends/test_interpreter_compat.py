@@ -334,6 +334,33 @@ def test_bf16_elementwise_arithmetic_rounds_like_bf16():
 
 
 @triton.jit
+def _to_bf16(x_ptr, cast_ptr, stored_ptr, rtz_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    tl.store(cast_ptr + offs, x.to(tl.bfloat16))
+    tl.store(stored_ptr + offs, x)  # the store's own cast
+    tl.store(rtz_ptr + offs, x.to(tl.bfloat16, fp_downcast_rounding="rtz"))
+
+
+def test_fp32_to_bf16_rounds_to_nearest_even_as_a_gpu_does():
+    """The interpreter cut the low bits off: a correct kernel's bf16 outputs came out up to one
+    bf16 step low. Halfway cases round to even, a carry moves into the exponent, NaN and Inf
+    survive; ``rtz`` still truncates."""
+    values = [1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8, 1.0 + 2.0**-8 + 2.0**-20, 2.0 - 2.0**-9, -(1.0 + 2.0**-8 + 2.0**-20),
+              float("inf"), float("-inf"), 3.4e38, 1e-40]
+    x = torch.tensor(values * 2 + [0.0] * (32 - 2 * len(values)), dtype=torch.float32)
+    x[-1] = float("nan")
+    cast, stored, rtz = (torch.empty(32, dtype=torch.bfloat16) for _ in range(3))
+    _to_bf16[(1,)](x, cast, stored, rtz, 32)
+    expected = x.to(torch.bfloat16)  # torch rounds to nearest even, as the GPU's cvt.rn.bf16.f32
+    for got in (cast, stored):
+        assert torch.equal(got[:-1], expected[:-1]) and got[-1].isnan()
+    truncated = (x.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat16)
+    assert torch.equal(rtz[:-1], truncated[:-1])
+    assert not torch.equal(expected[:-1], truncated[:-1])  # the cases tell the two apart
+
+
+@triton.jit
 def _gelu_tanh(x_ptr, y_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
     x = tl.load(x_ptr + offs)
