@@ -82,10 +82,9 @@ K/V loads on sm_90 by itself, but overlaps softmax with the MMAs only partly.
 On CPU (TRITON_INTERPRET=1) the dot operands are widened to fp32 before tl.dot:
 the interpreter stores bf16 as raw uint16 and its tl.dot multiplies those bit
 patterns (triton-lang/triton#11584). p is still rounded to bf16 first, so the CPU
-computes what the GPU does; the widening is compiled out on GPU. (The interpreter's
-fp32 -> bf16 casts truncate where the GPU rounds to nearest, so its output error is
-about twice the GPU's.) The interpreter
-also gets small tiles: it runs every tile as numpy arrays, and the wasted work of
+computes what the GPU does; the widening is compiled out on GPU. (Triton's own
+interpreter truncates fp32 -> bf16 casts where the GPU rounds to nearest; kgen's
+verifier makes it round as the GPU does.) The interpreter also gets small tiles: it runs every tile as numpy arrays, and the wasted work of
 padded rows and masked diagonal tiles grows with the tile size.
 """
 
