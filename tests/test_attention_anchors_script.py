@@ -35,7 +35,7 @@ def test_a_right_candidate_is_checked_and_a_wrong_one_fails_the_run(tmp_path):
     done = _run("--dry", "--candidates", str(right), "--out", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     text = out.read_text()
-    assert "| small | kgen spelled_out |" in text and "checked (rel-L2" in text
+    assert "| small | kgen spelled_out |" in text and "checked (rel-L2" in text and "meets kgen's bounds" in text
     assert "flash-attn-4" in text  # said, whether or not it is installed here
 
     wrong = _candidate(tmp_path, "no_mask", (
