@@ -23,8 +23,8 @@ fp32 accumulator's type).
 An fp32 value cast to bf16 (``x.to(tl.bfloat16)``, or stored through a bf16 pointer)
 rounds to nearest even on a GPU; the interpreter cuts the low 16 bits off (and its
 round-to-nearest mode rounds half up without carrying into the exponent). A correct
-kernel's bf16 outputs came out up to one bf16 step low on the CPU, about four times the
-error the GPU gives: here the cast rounds to nearest even, and ``rounding="rtz"`` truncates.
+kernel's bf16 outputs came out up to one bf16 step low on the CPU, more error than the GPU
+gives: here the cast rounds to nearest even, and ``fp_downcast_rounding="rtz"`` truncates.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def _rope_forward(problem: LoadedProblem) -> Callable[..., Any]:
     return run
 
 
-#: How an op is called where its convention differs from the problem's (said in the docs' tables too).
+#: How an op is called where its convention differs from the problem's (quack.py keeps its own).
 ADAPTATIONS = {
     "rope_forward": "rotates a private copy of x in place, beside a one-head k; cos and sin repeated over the head",
 }
