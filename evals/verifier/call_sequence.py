@@ -234,6 +234,11 @@ def _wrong_for(ctx: VerifierContext, reference: Any, problem, seed: int, outputs
     draws, as bf16 holds no value between 256 and 258): the same output is a cache only when
     it is wrong for the new values."""
     native, ref64 = references(ctx, reference, inputs_for(ctx, problem, seed, "normal"))
+    return _fails(ctx, outputs, native, ref64)
+
+
+def _fails(ctx: VerifierContext, outputs: list[Any], native: list[Any], ref64: list[Any]) -> bool:
+    """Whether ``outputs`` have the wrong structure or miss the fp64 reference."""
     try:
         check_structure(outputs, native)
     except ComparisonFailure:
@@ -269,11 +274,7 @@ def _wrong_without_the_clock(
     fault is not the clock's (a candidate that detects instrumentation by what fresh memory
     holds can be right on one unwatched call and wrong on the next)."""
     outputs = _plain_call(ctx, candidate, copy_inputs(inputs, ctx.device), clock_shift=None, what=what)
-    try:
-        check_structure(outputs, native)
-    except ComparisonFailure:
-        return True
-    return outputs_failure(outputs, ref64, ctx.precision) is not None
+    return _fails(ctx, outputs, native, ref64)
 
 
 def _name(step: str, failure: Any, what: str) -> tuple[RejectionClass, str]:
