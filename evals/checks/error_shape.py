@@ -13,6 +13,7 @@ over the difference) and only runs once a trial has already failed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 
@@ -155,18 +156,46 @@ def error_pattern(
     return phrases
 
 
-def reference_from_rounded(reference: torch.nn.Module, inputs: list, fmt: str, device: torch.device) -> list:
+class ProductOperands(NamedTuple):
+    """Which of a problem's inputs (by position) and weights (by name) a matrix product reads,
+    judged once at the problem's own sizes: at a made-up size set of all ones a convolution's
+    weight is ``(1, 1, 1, 1)`` and looks like a bias, yet the kernel still rounds it."""
+
+    inputs: tuple[bool, ...]
+    weights: frozenset[str]
+
+
+def product_operands(reference: torch.nn.Module, inputs: list) -> ProductOperands:
+    """The roles of ``reference``'s inputs and weights at these (the problem's own) sizes."""
+    named = list(reference.named_parameters()) + list(reference.named_buffers())
+    return ProductOperands(
+        inputs=tuple(_operand_like(x) for x in inputs),
+        weights=frozenset(name for name, tensor in named if _operand_like(tensor)),
+    )
+
+
+def reference_from_rounded(
+    reference: torch.nn.Module, inputs: list, fmt: str, device: torch.device, operands: ProductOperands | None = None
+) -> list:
     """The reference's outputs in float64 from inputs *and* weights rounded to ``fmt`` (those a
-    matrix product reads: :func:`_operand_like`): what an honest kernel that reads its product
-    operands in that format computes, up to its own accumulation."""
+    matrix product reads: :func:`_operand_like`, or ``operands`` as judged at the problem's own
+    sizes): what an honest kernel that reads its product operands in that format computes, up
+    to its own accumulation."""
     import copy
 
     model = copy.deepcopy(reference).double()
+    known = operands.weights if operands is not None else frozenset()
+    by_position = operands.inputs if operands is not None and len(operands.inputs) == len(inputs) else ()
     with torch.no_grad():
-        for tensor in list(model.parameters()) + list(model.buffers()):
-            if _operand_like(tensor):
+        for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+            if tensor.is_floating_point() and (name in known or _operand_like(tensor)):
                 tensor.copy_(round_to(tensor, fmt))
-        args = [round_to(x.detach(), fmt).to(device) if _operand_like(x) else x for x in inputs]
+        args = [
+            (round_to(x.detach(), fmt) if _operand_like(x) or (i < len(by_position) and by_position[i])
+             else x.detach().to(torch.float64)).to(device)
+            if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            for i, x in enumerate(inputs)
+        ]
         return flatten_outputs(model(*args))
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import torch
 
     from kgen.backends.base import Backend, KernelLaunch
+    from kgen.evals.checks.error_shape import ProductOperands
     from kgen.evals.checks.harness_integrity import HarnessSnapshot
     from kgen.evals.checks.memory_report import DeviceMemory
     from kgen.evals.checks.module_state import WeightTransfer
@@ -88,6 +89,9 @@ class VerifierContext:
     transfer: WeightTransfer | None = None
     #: the worst error over tolerance among the passed trials
     worst: float = 0.0
+    #: which inputs and weights a matrix product reads, judged at the first trial's (the
+    #: problem's own) sizes: the rounded references at other sizes round the same ones
+    product_operands: ProductOperands | None = None
 
     @property
     def timeline(self) -> Timeline:

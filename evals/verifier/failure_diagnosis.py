@@ -49,7 +49,7 @@ def explain(ctx: VerifierContext, failure, trial: Trial, outputs, ref64, referen
     rounded = {}
     for fmt in ROUNDING_FORMATS.get(out.dtype, ()):
         try:
-            rounded[fmt] = reference_from_rounded(reference, inputs, fmt, ctx.device)[index]
+            rounded[fmt] = reference_from_rounded(reference, inputs, fmt, ctx.device, ctx.product_operands)[index]
         except Exception:  # noqa: BLE001 - a diagnosis only: a format the reference cannot run in
             continue
     phrases = error_pattern(out, r64, outside_tolerance(out, r64, ctx.precision), rounded)
@@ -95,7 +95,7 @@ def tf32_ill_conditioned(ctx: VerifierContext, reference, inputs, native, ref64)
     if not any(isinstance(rn, torch.Tensor) and rn.dtype == torch.float32 for rn in native):
         return []
     try:
-        rounded = reference_from_rounded(reference, inputs, "tf32", ctx.device)
+        rounded = reference_from_rounded(reference, inputs, "tf32", ctx.device, ctx.product_operands)
     except Exception:  # noqa: BLE001 - a reference that cannot run on rounded operands: no verdict on it here
         return []
     return [

@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from kgen.evals.checks.compare import ComparisonFailure, check_structure, compare_output, failure_of
+from kgen.evals.checks.error_shape import product_operands
 from kgen.evals.checks.poison import check_unwritten
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
 from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
@@ -75,6 +76,8 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
     save_report(ctx)  # if the candidate kills the process now, the parent knows where
     # The candidate runs before the reference: no reference output can be lying in freed memory.
     before = watched_call(ctx, candidate, inputs, ctx.previous_outputs, what + ", before the reference", aliases=False)
+    if ctx.product_operands is None and problem.sizes == ctx.request.size_sets[0]:
+        ctx.product_operands = product_operands(reference, inputs)
     native, ref64 = references(ctx, reference, inputs)
     unrepresentable = [
         i for i, (r64, rn) in enumerate(zip(ref64, native, strict=True))

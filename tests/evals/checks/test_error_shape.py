@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from kgen.evals.checks.compare import compare_output, failure_of, outside_tolerance
-from kgen.evals.checks.error_shape import error_pattern, passed_before, precision_advice, round_to
+from kgen.evals.checks.error_shape import (
+    error_pattern,
+    passed_before,
+    precision_advice,
+    product_operands,
+    reference_from_rounded,
+    round_to,
+)
 from kgen.evals.verdict import Trial
 
 
@@ -71,6 +78,35 @@ def test_round_to_tf32_keeps_ten_mantissa_bits_by_dropping_the_rest():
     got = round_to(x, "tf32")
     assert got.tolist()[:4] == [1.0 + 2**-10, 1.0, 1.0 + 2**-10, -1.0]
     assert got[4] == float("inf")
+
+
+class _ConvPlusBias(torch.nn.Module):
+    def __init__(self, channels: int, out: int, k: int):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(channels, out, k, bias=False)
+        self.bias = torch.nn.Parameter(torch.randn(out, 1, 1))
+
+    def forward(self, x):
+        return self.conv(x) + self.bias
+
+
+def test_the_operands_a_product_reads_are_judged_at_the_problems_own_sizes():
+    """At a size set of all ones a convolution's weight is (1, 1, 1, 1) and its input a single
+    value: by shape they look like biases, yet a TF32 kernel still rounds them."""
+    torch.manual_seed(0)
+    assert product_operands(_ConvPlusBias(4, 8, 3), [torch.randn(2, 4, 8, 8), 3]).inputs == (True, False)
+    roles = product_operands(_ConvPlusBias(4, 8, 3), [torch.randn(2, 4, 8, 8)])
+    assert roles.inputs == (True,) and roles.weights == {"conv.weight"}
+    tiny = _ConvPlusBias(1, 1, 1)
+    x = torch.tensor([[[[1.0 + 2**-12]]]])
+    with torch.no_grad():
+        tiny.conv.weight.fill_(1.0 + 3 * 2**-12)
+        tiny.bias.fill_(2**-13 + 2**-20)
+    exact = float(x) * float(tiny.conv.weight) + float(tiny.bias)
+    # by shape alone nothing is rounded here; with the roles the weight and the input are, the bias is not
+    assert reference_from_rounded(tiny, [x], "tf32", torch.device("cpu"))[0].item() == pytest.approx(exact, abs=0)
+    rounded = reference_from_rounded(tiny, [x], "tf32", torch.device("cpu"), roles)[0].item()
+    assert rounded == 1.0 * 1.0 + float(tiny.bias)  # TF32 keeps 10 mantissa bits of each operand
 
 
 def test_precision_advice_names_the_policy_and_the_flag():

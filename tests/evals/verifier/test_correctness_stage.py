@@ -81,3 +81,14 @@ def test_under_tf32_a_trial_no_tf32_kernel_could_pass_is_skipped_not_held_agains
     result = evaluate(problem, candidate, EvalOptions(device="cpu", seeds=[796628576], timeout_s=300, precision="tf32"))
     assert result.passed, result.reason
     assert any("TF32-rounded operands" in skipped for skipped in result.skipped), result.skipped
+
+
+def test_under_tf32_the_weights_rounded_at_a_size_set_of_all_ones_are_those_rounded_at_the_problems_sizes():
+    """At sizes of all ones the convolution's single output nearly cancels (seed 413396632), and
+    its (1, 1, 1, 1) weight looked like a bias, so the TF32-rounded reference rounded nothing,
+    met the bound, and a correct TF32 kernel was called shape-specialised."""
+    problem = FIXTURES / "kernelbench" / "level2" / "1_Conv2D_ReLU_BiasAdd.py"
+    candidate = FIXTURES / "public" / "candidates" / "level2" / "l2_001_conv2d_relu_biasadd_gpt_tritonllm_search_best.py"
+    result = evaluate(problem, candidate, EvalOptions(device="cpu", seeds=[413396632], timeout_s=300, precision="tf32"))
+    assert result.passed, result.reason
+    assert any("batch_size=1" in skipped and "TF32-rounded operands" in skipped for skipped in result.skipped), result.skipped
