@@ -61,7 +61,7 @@ from kgen.errors import KgenUsageError
 from kgen.evals.batch import evaluate_batch
 from kgen.evals.harness import EvalOptions
 from kgen.evals.problem.catalog import resolve_problem
-from kgen.evals.problem.format import input_dtype
+from kgen.evals.problem.format import ProblemError, input_dtype
 from kgen.evals.sandbox.lifecycle import raise_if_ending
 from kgen.knowledge_base.errors import KnowledgeBaseError
 
@@ -276,6 +276,10 @@ class Runner:
             self.say(f"knowledge base ({kb.location}): {len(found.examples)} example(s), "
                      f"{len(found.guidance)} guidance note(s) for {target}"
                      + (f"; starting point {same[0].id}" if same else "; no kernel for this problem yet"))
+        library: dict[str, list[tuple[str, str, str]]] = {}
+        if self.options.offline and not baselines:
+            library = self._library(kb, spec, state.dtype)
+            baselines = {target: (kernels[0][0], kernels[0][1]) for target, kernels in library.items()}
         if self.options.offline and not baselines:
             from kgen.knowledge_base import UNVERIFIED_SEEDS_DIR
 
@@ -287,7 +291,29 @@ class Runner:
                 + (f" (kgen ships one that waits for its GPU verification: `kgen eval {problem} {waiting} "
                    f"--backend {spec.backend} --device cuda`)" if waiting.is_file() else "")
             )
-        return {"baselines": baselines, "examples": examples, "guidance": guidance}
+        return {"baselines": baselines, "library": library, "examples": examples, "guidance": guidance}
+
+    def _library(self, kb, spec: KernelSpec, dtype: str) -> dict[str, list[tuple[str, str, str]]]:
+        """Offline, for a problem the knowledge base holds no kernel of: per target the kernels
+        of other problems whose reference computes this one's (``agent/spec/library_match.py``),
+        each to be verified against this problem's reference; none where nothing matches."""
+        from kgen.agent.spec.library_match import match_library
+
+        info = resolve_problem(spec.problem)
+        library: dict[str, list[tuple[str, str, str]]] = {}
+        for target in spec.targets:
+            try:
+                match = match_library(info, kb, backend=spec.backend, target=target, dtype=dtype)
+            except ProblemError as exc:
+                raise RunError(str(exc)) from exc
+            if not match.served:
+                self.say(f"library: {match.reason}")
+                return {}
+            library[target] = [(k.kb_id, k.source, k.description()) for k in match.kernels]
+            self.say(f"library: no kernel for {info.name}, but {', '.join(match.twins)} computes its reference: "
+                     f"{len(match.kernels)} kernel(s) to verify as candidates for {target}, then the one "
+                     "that passes is tuned")
+        return library
 
     # -- plan ------------------------------------------------------------------------
 
@@ -296,9 +322,14 @@ class Runner:
         kernel (``retrieve`` found them; see ``split_budget``), even when that is the only
         slot: a run that knew a good kernel must never end with none."""
         options = self.options
-        remeasures = len(state.baselines)
+        remeasures = len(state.baselines) + sum(len(kernels) - 1 for kernels in state.library.values())
         if options.offline and not self.device.is_gpu:
+            if state.library:  # another problem's kernels: verified first, then the one that passed tuned
+                tuned = min(CPU_OFFLINE_VARIANTS, options.budget - remeasures)
+                return [remeasures] + ([tuned] if tuned > 0 else [])
             return [max(min(options.budget, CPU_OFFLINE_VARIANTS + 1), remeasures)]
+        if state.library:
+            return [remeasures] + split_budget(max(options.budget - remeasures, 0), max(options.generations - 1, 1))
         return split_budget(options.budget, options.generations, remeasures=remeasures)
 
     def plan(self, state: RunState) -> dict:
@@ -316,7 +347,7 @@ class Runner:
             models = lambda n: [m.label for m in ensemble.allocate(n)]  # noqa: E731
         tasks = plan_generation(generation, sizes[generation], spec.targets, records, sources, state.baselines,
                                 self.archive(state), random.Random(f"{self.options.seed}-{generation}"),
-                                models=models, backend=spec.backend)
+                                models=models, backend=spec.backend, library=state.library)
         self.say(f"generation {generation}: {len(tasks)} candidate(s) "
                  f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
         if tasks and self.device.is_gpu and is_last_generation(generation, len(sizes)):
@@ -490,6 +521,9 @@ class Runner:
             evaluated=len(records), out_of_time=self.out_of_time(), cost_usd=state.usage.total_cost_usd,
             cpu_offline=self.options.offline and not self.device.is_gpu,
         )
+        if state.library and not any(r.passed for r in records):
+            stop = (f"none of the library's {len(records)} kernel(s) for {', '.join(state.library)} passed this "
+                    "problem's verification: nothing to tune")
         if stop:
             self.say(f"stopping: {stop}")
             return {"archive": archive, "stop_reason": stop}

@@ -196,21 +196,32 @@ def plan_generation(
     rng: random.Random,
     models: Callable[[int], list[str]] | None = None,
     backend: str = DEFAULT_BACKEND,
+    library: dict[str, list[tuple[str, str, str]]] | None = None,
 ) -> list[CandidateTask]:
     """The tasks of one generation. ``sources`` maps candidate id -> source; ``baselines``
     maps target -> (kb id, source) of the knowledge base's best kernel; ``models(n)`` gives
     the ensemble's labels for n model calls (None: offline); ``backend``: the run's, whose
-    knob finder tunes the parents."""
+    knob finder tunes the parents; ``library``: target -> (kb id, source, description) of
+    other problems' kernels that may serve this one (the first is the target's baseline),
+    all verified in generation 0 beside it."""
 
     tasks: list[CandidateTask] = []
     tried = {source_key(s) for s in sources.values()}
     stats = operator_stats(records)
     remeasured, counts = _shares(generation, size, targets, baselines)
+    library = library or {}
+    extra = {t: library.get(t, [])[1:] for t in remeasured}
+    counts = per_target(max(sum(counts.values()) - sum(map(len, extra.values())), 0), targets)
     islands = archive.island_count()
     for target in targets:
         if target in remeasured:
-            tasks.append(_baseline_task(target, baselines[target]))
+            known = library.get(target)
+            tasks.append(_baseline_task(target, baselines[target], known[0][2] if known else None))
             tried.add(source_key(baselines[target][1]))
+            for kb_id, source, description in extra[target]:
+                if source_key(source) not in tried:
+                    tasks.append(_baseline_task(target, (kb_id, source), description))
+                    tried.add(source_key(source))
         planner = _Planner(generation, target, records, sources, baselines.get(target), archive, rng, tried,
                            backend)
         for island, n in enumerate(_island_shares(counts[target], islands)):
@@ -270,12 +281,13 @@ def _plan_island(planner: _Planner, island: int, n: int, stats, with_models: boo
             planner.add("generate", island, [], "generate")
 
 
-def _baseline_task(target: str, baseline: tuple[str, str]) -> CandidateTask:
-    """Re-measure the knowledge base's kernel under this run's conditions."""
+def _baseline_task(target: str, baseline: tuple[str, str], description: str | None = None) -> CandidateTask:
+    """Re-measure the knowledge base's kernel under this run's conditions (or verify another
+    problem's kernel, described by ``description``, for this one)."""
     kb_id, source = baseline
     return CandidateTask(
         id="", generation=0, target=target, kind="baseline", origin="knowledge_base",
-        description=f"the knowledge base's kernel {kb_id}", source=source, kb_id=kb_id,
+        description=description or f"the knowledge base's kernel {kb_id}", source=source, kb_id=kb_id,
     )
 
 

@@ -65,6 +65,10 @@ class RunState(BaseModel):
     dtype: str = ""
     #: target -> (knowledge-base id, source) of the known kernel generation 0 re-measures
     baselines: dict[str, tuple[str, str]] = Field(default_factory=dict)
+    #: offline, for a problem with no kernel of its own: target -> (knowledge-base id, source,
+    #: description) of other problems' kernels whose reference computes this one's, the first
+    #: being the target's baseline; generation 0 verifies them all
+    library: dict[str, list[tuple[str, str, str]]] = Field(default_factory=dict)
     #: target -> the knowledge base's examples and guidance notes for its prompts
     examples: dict[str, list[PromptExample]] = Field(default_factory=dict)
     guidance: dict[str, list[PromptGuidance]] = Field(default_factory=dict)
