@@ -78,6 +78,7 @@ def state_row(info: ProblemInfo, entry: SuiteProblem) -> SuiteRow:
         "interrupted": "interrupted: `kgen solve` with the same --out resumes it",
         "failed": f"run failed: {entry.exit_reason}",
         "finished": "finished, but its run directory is gone",
+        "unserved": f"not attempted offline: {entry.exit_reason}",
     }
     return SuiteRow(problem=info.name, verdict="missing", reason=reasons[entry.status])
 

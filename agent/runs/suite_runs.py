@@ -16,8 +16,12 @@ Resume rules (run ``solve`` again with the same ``--out``):
 * an **interrupted** one (or one still marked **running**: the suite process was killed)
   is resumed with ``runs.start.resume_run`` when its run directory holds a LangGraph checkpoint
   (paid model replies and finished evaluations are reused), else started afresh;
-* a **failed** one (the run raised ``RunError``: offline with no known kernel, a missing
-  key, an unreachable server, ...) is tried again: resumed if its run stopped mid-way with a
+* offline, a problem to start that the library cannot serve (``suite_library.py``: no
+  knowledge-base kernel of its own or of an operation with the same reference) is said up
+  front, marked **unserved** with its reason and not started (no run folder); the next
+  ``solve`` screens it again;
+* a **failed** one (the run raised ``RunError``: a missing key, an unreachable server, ...)
+  is tried again: resumed if its run stopped mid-way with a
   checkpoint, else started afresh (a kept directory is moved aside to
   ``runs/<problem>.attempt-<n>`` first, never deleted);
 * a **pending** one, including a problem added to the folder since, is started;
@@ -86,6 +90,7 @@ from kgen.agent.run_directory import (
 from kgen.agent.run_options import RunOptions
 from kgen.agent.runs.single_run import validate_options
 from kgen.agent.runs.suite_index import outcome_line, render_index, row_from_run, state_row
+from kgen.agent.runs.suite_library import LibraryScreenError, screen_lines, screen_suite
 from kgen.agent.runs.suite_state import (
     INDEX_FILE,
     LOG_FILE,
@@ -309,6 +314,30 @@ class _Suite:
                 return SuiteRow(problem=info.name, verdict="missing", reason=f"unreadable run result: {exc}")
         return state_row(info, entry)
 
+    def screen(self, work: list[tuple[SuiteProblem, str, int]],
+               infos: dict[str, ProblemInfo]) -> list[tuple[SuiteProblem, str, int]]:
+        """Offline: say which problems to start the library can serve (``suite_library.py``)
+        and keep only those; the others are marked unserved with their reason, no run started."""
+        starts = [infos[entry.name] for entry, step, _ in work if step == "start"]
+        if not starts:
+            return work
+        try:
+            matches = screen_suite(starts, self.template)
+        except LibraryScreenError as exc:
+            raise SuiteError(str(exc)) from exc
+        for line in screen_lines(matches):
+            self.say(line)
+        kept = []
+        with self.lock:
+            for item in work:
+                match = matches.get(item[0].name)
+                if match is None or match.served:
+                    kept.append(item)
+                    continue
+                item[0].status, item[0].exit_reason, item[0].finished = "unserved", match.reason, now_utc()
+            self.save()
+        return kept
+
     # -- reports ---------------------------------------------------------------------
 
     def write_report(self, entry: SuiteProblem) -> None:
@@ -494,6 +523,8 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
                                      f"({outcome_line(entry, suite.row(info, entry))})")
                 continue
             work.append((entry, step, position))
+        if template.offline:  # before any run: which problems the library can serve
+            work = suite.screen(work, infos_by_name)
         resumes = sum(step == "resume" for _, step, _ in work)
         suite.say(f"suite {suite_dir}: {len(infos)} problem(s)"
                   + (f", {total} selected" if only else "") + f"; {len(skipped_lines)} done earlier, "

@@ -115,17 +115,19 @@ def match_library(info: ProblemInfo, kb: KnowledgeBase, *, backend: str, target:
     reference = ProblemReference(info)
     checked: list[str] = []
     twins: list[str] = []
+    other_interface = ""
     for name in nearest:
         if len(checked) >= TWINS_CHECKED:
             break
         why = reference.difference(known[name])
         if why.startswith("takes "):  # another interface: not worth a place among those checked
+            other_interface = other_interface or f"{name} {why}"
             continue
         checked.append(name)
         if not why:
             twins.append(name)
     if not twins:
-        return LibraryMatch(problem=info.name, reason=_no_twin_reason(backend, checked))
+        return LibraryMatch(problem=info.name, reason=_no_twin_reason(backend, checked, other_interface))
     picks: list[str] = []
     ranked = {p: sorted(by_problem[p], key=lambda item: _rank(item[1], item[2], target, dtype), reverse=True)
               for p in twins}
@@ -136,9 +138,10 @@ def match_library(info: ProblemInfo, kb: KnowledgeBase, *, backend: str, target:
     return LibraryMatch(problem=info.name, how="twin", kernels=_entries(kb, picks), twins=twins)
 
 
-def _no_twin_reason(backend: str, checked: list[str]) -> str:
+def _no_twin_reason(backend: str, checked: list[str], other_interface: str) -> str:
     if not checked:
-        return f"no {backend} kernel in the library takes this problem's arguments"
+        return (f"no {backend} kernel in the library takes this problem's arguments"
+                + (f" (nearest: {other_interface})" if other_interface else ""))
     return f"no {backend} kernel in the library computes this reference (checked: {', '.join(checked)})"
 
 

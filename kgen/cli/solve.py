@@ -47,8 +47,9 @@ def solve_command(
     """Run the agent over every problem of a suite folder and report fast_p.
 
     Every problem is a run of its own (`kgen run`'s options apply: models, --budget per problem,
-    targets, device, ...). Offline, a problem needs a kernel for it in the knowledge base;
-    with models, they write the kernels. The table counts every problem: one without a verified
+    targets, device, ...). Offline, a problem needs a knowledge-base kernel for it or for an
+    operation whose reference computes the same (said up front, before any run); with models,
+    they write the kernels. The table counts every problem: one without a verified
     kernel stays in the denominator.
 
     Example: kgen solve KernelBench/level1 -m openai:gpt-5 --budget 8 --out level1-gpt5
