@@ -339,3 +339,27 @@ def test_models_plan_nothing_for_an_empty_generation():
                record("g0-c01", origin="model", kind="generate")]
     assert plan_with_models(0, 0, ["h100"], [], BASELINES, []) == []
     assert plan_with_models(1, 0, ["h100"], records, BASELINES, []) == []
+
+
+# -- library kernels of another problem (offline, a problem with no kernel of its own) -------
+
+
+@pytest.mark.parametrize("size", [2, 3, 5])
+def test_generation_0_verifies_every_library_kernel_before_any_tuned_variant(size):
+    other = SEED + "\nLIBRARY_TWIN = True\n"  # another problem's kernel: other code
+    library = {"h100": [(KB_ID, SEED, "the library's rmsnorm_backward kernel k-seed-rmsnorm (h100, bfloat16)"),
+                        ("k-other", other, "the library's other kernel k-other (a100, bfloat16)")]}
+    tasks = plan_generation(0, size, ["h100"], [], {}, BASELINES, archive_of([], {}, ["h100"]),
+                            random.Random(0), library=library)
+    assert len(tasks) == size
+    first, second, *tuned = tasks
+    assert [(t.kind, t.kb_id) for t in (first, second)] == [("baseline", KB_ID), ("baseline", "k-other")]
+    assert first.description == library["h100"][0][2] and second.source == other
+    assert all(t.kind in ("sweep", "mutate") for t in tuned)
+
+
+def test_a_library_kernel_with_the_baselines_code_is_not_verified_twice():
+    library = {"h100": [(KB_ID, SEED, "first"), ("k-copy", SEED, "same code")]}
+    tasks = plan_generation(0, 2, ["h100"], [], {}, BASELINES, archive_of([], {}, ["h100"]),
+                            random.Random(0), library=library)
+    assert [t.kb_id for t in tasks if t.kind == "baseline"] == [KB_ID]
