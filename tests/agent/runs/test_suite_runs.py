@@ -243,19 +243,25 @@ def test_an_interrupted_suite_resumes_and_never_reruns_finished_problems(tmp_pat
     assert all(f'href="runs/{name}/summary.json"' in index for name in rows)
 
 
-def test_offline_a_problem_without_a_known_kernel_fails_and_the_suite_goes_on(tmp_path, knowledge_base,
-                                                                               monkeypatch):
+def test_offline_problems_the_library_cannot_serve_are_said_up_front_and_not_run(tmp_path, knowledge_base,
+                                                                                   monkeypatch):
     monkeypatch.setitem(sys.modules, "kgen.agent.runs.html_report", None)
     lines: list[str] = []
     outcome = solve_suite(SUITE, _template(knowledge_base), out=tmp_path / "solve", progress=lines.append)
-    assert [p.status for p in outcome.problems] == ["failed"] * 5
+    assert [p.status for p in outcome.problems] == ["unserved"] * 5
+    assert lines[0] == "offline (no model): the library can serve 0 of 5 problem(s); only those are run"
     for entry in outcome.problems:
-        assert f"the knowledge base has no triton kernel for {entry.name}" in entry.exit_reason
-        assert not (tmp_path / "solve" / entry.run_dir).exists()  # nothing to inspect: no husk left
-    assert any(line.startswith("[5/5] 26_GELU_: failed: offline mode") for line in lines)
+        # its own reason, one line; the advice is said once for all of them, not per problem
+        assert entry.exit_reason.startswith("no triton kernel in the library ")
+        assert "configure" not in entry.exit_reason and "\n" not in entry.exit_reason
+        assert f"  - {entry.name}: {entry.exit_reason}" in lines
+        assert not (tmp_path / "solve" / entry.run_dir).exists()  # not attempted: no run folder
+    assert sum("KGEN_MODELS" in line for line in lines) == 1
+    assert not any("starting" in line for line in lines)
     assert outcome.summary.problems == 5 and outcome.summary.correct == 0
     rows = _table_rows(outcome.markdown.read_text())
-    assert all(rows[name][1].startswith("missing (run failed: offline mode") for name in ALL)
+    assert all(rows[name][1].startswith("missing (not attempted offline: no triton kernel") for name in ALL)
+    assert len({rows[name][1] for name in ALL}) > 1  # not one message pasted into every row
     index = outcome.index.read_text()
     assert all(name in index for name in ALL)
 
