@@ -307,8 +307,23 @@ class _FakeRuns:
                 self.running -= 1
 
 
+@pytest.fixture
+def library_serves_all(monkeypatch):
+    """The offline screen (``suite_library.py``, tested with real runs in
+    ``test_suite_library.py``) replaced: every problem is served, so the stand-in runs start."""
+    import kgen.agent.runs.suite_runs
+    from kgen.agent.spec.library_match import LibraryKernel, LibraryMatch
+
+    def screen_suite(infos, template):
+        kernel = LibraryKernel(kb_id="k-stand-in", problem="stand-in", target="h100", dtype="float32", source="")
+        return {info.name: LibraryMatch(problem=info.name, how="twin", kernels=[kernel], twins=["stand-in"])
+                for info in infos}
+
+    monkeypatch.setattr(kgen.agent.runs.suite_runs, "screen_suite", screen_suite)
+
+
 @pytest.mark.parametrize("device, most", [("cpu", 3), ("cuda", 1)])
-def test_problems_run_at_once_only_where_no_gpu_is_timing(tmp_path, monkeypatch, device, most):
+def test_problems_run_at_once_only_where_no_gpu_is_timing(tmp_path, monkeypatch, device, most, library_serves_all):
     import kgen.agent.runs.start
     import kgen.agent.runs.suite_runs
 
@@ -328,7 +343,7 @@ def test_problems_run_at_once_only_where_no_gpu_is_timing(tmp_path, monkeypatch,
     assert outcome.summary.correct == 0 and outcome.summary.problems == 5
 
 
-def test_an_interrupt_in_one_thread_stops_the_suite_and_marks_what_ran(tmp_path, monkeypatch):
+def test_an_interrupt_in_one_thread_stops_the_suite_and_marks_what_ran(tmp_path, monkeypatch, library_serves_all):
     import kgen.agent.runs.start
 
     fake = _FakeRuns(pause_s=0.5, interrupt="21_Sigmoid")
