@@ -35,8 +35,9 @@ def test_a_missing_folder_and_a_bad_option_are_one_line_errors(tmp_path, home):
 
 
 def test_offline_without_known_kernels_every_problem_is_a_failed_row(tmp_path, home):
-    """Offline, a problem needs a kernel in the knowledge base: none here, so each problem fails
-    with the reason, the suite goes on, the table counts all of them, and the exit code is 1."""
+    """Offline, a problem needs a library kernel that computes its reference: none here, so the
+    suite says so up front, starts no run, the table counts every problem with its reason, and
+    the exit code is 1."""
     out_dir = tmp_path / "suite"
     out = kgen("solve", str(SUITE), "--only", "19_ReLU", "--only", "21_Sigmoid", "--device", "cpu",
                "--out", str(out_dir), "--kb", str(tmp_path / "kb"))
@@ -45,7 +46,10 @@ def test_offline_without_known_kernels_every_problem_is_a_failed_row(tmp_path, h
     assert "index.html" in out.stdout
     state = json.loads((out_dir / "suite.json").read_text())
     statuses = {p["name"]: p["status"] for p in state["problems"]}
-    assert statuses["19_ReLU"] == statuses["21_Sigmoid"] == "failed"
-    assert "no triton kernel" in " ".join(p.get("exit_reason") or "" for p in state["problems"])
+    assert statuses["19_ReLU"] == statuses["21_Sigmoid"] == "unserved"
+    assert "the library can serve 0 of 2 problem(s)" in out.stdout + out.stderr
+    assert all(p["exit_reason"].startswith("no triton kernel in the library") for p in state["problems"]
+               if p["status"] == "unserved")
+    assert not (out_dir / "runs").exists()
     table = (out_dir / "table" / "suite.md").read_text()
     assert "19_ReLU" in table and "26_GELU_" in table  # every problem of the folder is a row
