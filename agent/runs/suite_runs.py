@@ -21,7 +21,10 @@ Resume rules (run ``solve`` again with the same ``--out``):
   checkpoint, else started afresh (a kept directory is moved aside to
   ``runs/<problem>.attempt-<n>`` first, never deleted);
 * a **pending** one, including a problem added to the folder since, is started;
-* a problem whose file left the folder stays in ``suite.json`` but not in the table.
+* a problem whose file left the folder stays in ``suite.json`` but not in the table;
+* a problem file kgen cannot read (a syntax error, a missing ``Model``) gets no run: it is an
+  "unreadable" row of the table with the reason, in the denominator, so the suite cannot
+  end "all verified" with it (``evals.suites.suite.unreadable_rows``).
 
 One problem's failure never stops the suite: a ``RunError`` (or any other error of one
 run) marks that problem failed with the message, and the suite goes on. ``KeyboardInterrupt``
@@ -108,8 +111,11 @@ from kgen.evals.sandbox.lifecycle import install_signal_handlers, kill_registere
 from kgen.evals.suites.suite import (
     SuiteRow,
     SuiteSummary,
+    in_suite_order,
+    is_other_module,
     scan_suite,
     summarize,
+    unreadable_rows,
     write_suite_outputs,
 )
 
@@ -427,9 +433,11 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
         infos, skipped = scan_suite(suite_dir)
     except FileNotFoundError as exc:
         raise SuiteError(str(exc)) from exc
+    unreadable = unreadable_rows(skipped)
     if not infos:
-        raise SuiteError(f"no problem files in {suite_dir}"
-                         + (f" ({len(skipped)} .py file(s) are not problems)" if skipped else ""))
+        why = "; ".join(f"{row.problem}: {row.reason}" for row in unreadable)
+        raise SuiteError(f"no problem files in {suite_dir}" + (f" that kgen can read ({why})" if why else "")
+                         + (f" ({len(skipped)} .py file(s) are not problems)" if skipped and not why else ""))
     names = [info.name for info in infos]
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -476,7 +484,8 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
         state.problems.sort(key=lambda p: order.get(p.name, len(order)))
         suite.save()
         for file, why in skipped:
-            suite.say(f"skipped {file.name}: {why}")
+            suite.say(f"skipped {file.name}: {why}" if is_other_module(file)
+                      else f"{why} (counted as not correct)")
         gone = [p.name for p in state.problems if p.name not in order]
         if gone:
             suite.say(f"no longer in the folder (kept in {STATE_FILE}, left out of the table): {', '.join(gone)}")
@@ -517,7 +526,8 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
             if entry.name in order and entry.status in ("finished", "failed") and \
                     not (out / entry.run_dir / REPORT_FILE).is_file() and not entry.report_error:
                 suite.write_report(entry)
-        rows = [suite.row(info, state.problem(info.name)) for info in infos]  # type: ignore[arg-type]
+        rows = in_suite_order([*(suite.row(info, state.problem(info.name)) for info in infos),  # type: ignore[arg-type]
+                               *unreadable])
         summary = summarize(rows)
         date = _dt.date.today().isoformat()
         table = write_suite_outputs(rows, summary, out / TABLE_DIR, command=command, date=date)
