@@ -17,9 +17,10 @@ Resume rules (run ``solve`` again with the same ``--out``):
   is resumed with ``runs.start.resume_run`` when its run directory holds a LangGraph checkpoint
   (paid model replies and finished evaluations are reused), else started afresh;
 * a **failed** one (the run raised ``RunError``: offline with no known kernel, a missing
-  key, an unreachable server, ...) is tried again: resumed if its run stopped mid-way with a
-  checkpoint, else started afresh (a kept directory is moved aside to
-  ``runs/<problem>.attempt-<n>`` first, never deleted);
+  key, an unreachable server, ...) is tried again: resumed if it failed mid-search with
+  candidates to keep, else started afresh, since resuming would only meet the same error
+  (``runs.run_end.standing`` decides both, as `kgen runs` lists them; a kept directory is moved
+  aside to ``runs/<problem>.attempt-<n>`` first, never deleted);
 * a **pending** one, including a problem added to the folder since, is started;
 * a problem whose file left the folder stays in ``suite.json`` but not in the table;
 * a problem file kgen cannot read (a syntax error, a missing ``Model``) gets no run: it is an
@@ -87,6 +88,7 @@ from kgen.agent.run_directory import (
     write_atomic,
 )
 from kgen.agent.run_options import RunOptions
+from kgen.agent.runs.run_end import standing
 from kgen.agent.runs.single_run import validate_options
 from kgen.agent.runs.suite_index import outcome_line, render_index, row_from_run, state_row
 from kgen.agent.runs.suite_state import (
@@ -103,7 +105,6 @@ from kgen.agent.runs.suite_state import (
     relative_path,
 )
 from kgen.agent.search.graph import Progress, RunError
-from kgen.agent.search.state import open_checkpointer
 from kgen.backends.device import resolve_device
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo
@@ -153,26 +154,6 @@ def _dir_name(name: str) -> str:
     """A problem name as a folder name (KernelBench names already are)."""
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip(".")
     return safe or "problem"
-
-
-def _has_checkpoint(path: Path) -> bool:
-    """Whether the run at ``path`` holds a LangGraph checkpoint, i.e. ``resume_run`` can
-    continue it (a run stopped before its graph started holds none)."""
-
-    run = RunDirectory(path)
-    if not run.checkpoints.is_file():
-        return False
-    try:
-        saver, connection = open_checkpointer(run)
-    except Exception:
-        return False
-    try:
-        return saver.get_tuple({"configurable": {"thread_id": run.run_id}}) is not None
-    except Exception:
-        return False
-    finally:
-        connection.close()
-
 
 
 # --------------------------------------------------------------------------- solving
@@ -238,7 +219,8 @@ class _Suite:
             # a run that ended after the suite last wrote its state: resuming only reads it back;
             # one that ended failing (no model returned code) is retried from the start
             return "start" if entry.status == "failed" else "resume"
-        return "resume" if _has_checkpoint(path) else "start"
+        # the one rule of what resuming can take further (``run_end.standing``), as `kgen runs` lists it
+        return "resume" if standing(path).resumable else "start"
 
     def clear(self, entry: SuiteProblem) -> None:
         """Room for a fresh run: a directory holding nothing to inspect is removed, one that
