@@ -89,3 +89,39 @@ def test_kgen_runs_offers_resume_only_where_it_helps(tmp_path, home):
     assert "kgen resume" not in lines["20260101-000001-bbbbbb"]
     assert "before its search began" in lines["20260101-000002-cccccc"]
     assert "kgen resume" not in lines["20260101-000002-cccccc"]
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_after_its_first_candidate_is_offered_for_resuming_and_resumes(tmp_path, llm_server,
+                                                                                        home):
+    """The server answers the first call with a kernel, then refuses the key: the run fails with a
+    candidate kept, so `kgen resume` is offered (after fixing the cause), and once the server
+    answers again the resumed run ends with that candidate verified, not paid for twice."""
+    import scripted_run
+    from llm_server import Reply
+
+    from kgen.agent.runs.start import resume_run
+    from kgen.api import api_keys
+    from kgen.core.settings import load_settings
+
+    problem = tmp_path / "relu.py"
+    problem.write_text(scripted_run.PROBLEM)
+    answers = iter([Reply.text(scripted_run.fenced(scripted_run.FAST))])
+    llm_server.respond_with("openai", lambda request: next(answers, Reply.error(401, "invalid api key")))
+    out = tmp_path / "run"
+    options = dict(problem=problem, models=[scripted_run.models(llm_server)[0]], targets=["h100"], budget=2,
+                   generations=2, device="cpu", kb=str(tmp_path / "kb"), llm_retries=0, persist=False)
+    with pytest.raises(kgen.KgenUsageError, match="refused the API key"):
+        kgen.generate("Triton ReLU for H100", out=out, **options)
+    stop = json.loads((out / STOP_FILE).read_text())
+    assert stop["status"] == "failed" and stop["error_kind"] == "auth" and stop["candidates"] >= 1
+    where = standing(out, "the-run")
+    assert (where.state, where.resumable) == ("failed", True)
+    assert "refused the API key" in where.reason and "kgen resume the-run" in where.hint
+
+    paid = len(llm_server.requests)
+    llm_server.respond_with("openai", lambda request: Reply.text(scripted_run.fenced(scripted_run.FAST)))
+    summary = resume_run(str(out), runs_dir=tmp_path / "runs", api_keys=api_keys(load_settings({})))
+    assert summary.best and not (out / STOP_FILE).exists()
+    assert standing(out).state == "finished"
+    assert len(llm_server.requests) - paid <= 1  # the kept candidate's reply was not asked for again
