@@ -117,12 +117,15 @@ def record_stop(run: RunDirectory, exc: BaseException) -> RunStop:
         attempts=cause.attempts if cause else None, models=_models(run), candidates=candidate_count(run.path),
         at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    write_atomic(run.file(STOP_FILE), stop.model_dump_json(indent=1) + "\n")
     details = [f"{k} {v}" for k, v in (("model", stop.model), ("kind", stop.error_kind)) if v]
     if stop.attempts is not None:
         details.append(f"{stop.attempts} attempt(s)")
-    run.log(f"stopped ({stop.status}, {stop.error_type}): {stop.error}"
-            + (f" [{', '.join(details)}]" if details else "") + f"; {stop.candidates} candidate(s) kept")
+    try:
+        write_atomic(run.file(STOP_FILE), stop.model_dump_json(indent=1) + "\n")
+        run.log(f"stopped ({stop.status}, {stop.error_type}): {stop.error}"
+                + (f" [{', '.join(details)}]" if details else "") + f"; {stop.candidates} candidate(s) kept")
+    except OSError:
+        pass  # a folder that cannot be written (gone, disk full): the error itself still goes on up
     return stop
 
 
