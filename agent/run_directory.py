@@ -2,7 +2,8 @@
 
 ``$KGEN_HOME/runs/<id>/`` (or ``--out``) holds ``run.json`` (the request and
 options, never keys), ``spec.json``, ``checkpoints.sqlite`` (LangGraph's
-checkpointer), ``events.log``, ``usage.json``, one folder per candidate with
+checkpointer), ``events.log``, ``usage.json``, ``stopped.json`` (why a run ended without its summary:
+``agent/runs/run_end.py``), one folder per candidate with
 its source, prompt, reply and evaluation JSON, ``model_calls/`` (the calls that are
 no candidate's: ``spec/`` reads the request, ``reference_problem/`` writes a reference
 problem for an operation outside the catalog), ``best_<target>.py`` (the best
@@ -162,6 +163,13 @@ class RunDirectory:
         ``spec.json``, the log, checkpoints) is removed."""
         return (any((self.path / "candidates").glob("*")) or (self.path / "model_calls").is_dir()
                 or any(self.path.glob("problem_*.py")))
+
+    def holder(self) -> RunLock | None:
+        """The kgen process working on the run now (on this host, alive), else None."""
+        held = _read_lock(self.file(LOCK_FILE))
+        if held is None or held.host != socket.gethostname() or not is_running(held.pid, held.started):
+            return None
+        return held
 
     @contextmanager
     def claimed(self, verifiers_wait_s: float = VERIFIERS_END_WAIT_S) -> Iterator[None]:

@@ -74,11 +74,15 @@ _KEY_LIKE = re.compile(r"\b(sk-(?:ant-|proj-)?)[A-Za-z0-9_\-]{6,}")
 class ProviderError(KgenError):
     """An LLM call that failed after the SDK's retries, classified for the agent."""
 
-    def __init__(self, message: str, *, kind: ProviderErrorKind, model: str | None = None):
+    def __init__(self, message: str, *, kind: ProviderErrorKind, model: str | None = None,
+                 attempts: int | None = None):
         super().__init__(message)
         self.message = message
         self.kind: ProviderErrorKind = kind
         self.model = model
+        #: requests sent before giving up (the SDK's retries included); None where not counted.
+        #: A run that stops on this error records it (``agent/runs/run_end.py``)
+        self.attempts = attempts
 
     @property
     def transient(self) -> bool:
@@ -87,14 +91,15 @@ class ProviderError(KgenError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only fields survive pickling (errors cross process boundaries in workers).
-        return (_rebuild_provider_error, (self.message, self.kind, self.model))
+        return (_rebuild_provider_error, (self.message, self.kind, self.model, self.attempts))
 
     def __repr__(self) -> str:
         return f"ProviderError(kind={self.kind!r}, model={self.model!r}, message={self.message!r})"
 
 
-def _rebuild_provider_error(message: str, kind: ProviderErrorKind, model: str | None):
-    return ProviderError(message, kind=kind, model=model)
+def _rebuild_provider_error(message: str, kind: ProviderErrorKind, model: str | None,
+                            attempts: int | None = None):
+    return ProviderError(message, kind=kind, model=model, attempts=attempts)
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,7 @@ class LLMClient(ABC):
             message = (f"{self.label} did not answer within {self.timeout_s:g} s "
                        f"({_attempts(call.attempts)}): raise --llm-timeout (llm_timeout_s), "
                        f"or check the server{self._at}")
-        return ProviderError(message, kind="timeout", model=self.label)
+        return ProviderError(message, kind="timeout", model=self.label, attempts=call.attempts)
 
     @property
     def _at(self) -> str:
@@ -312,7 +317,7 @@ class _SDKClient(LLMClient):
         tries = _attempts(max(call.attempts, 1))
 
         def error(kind: ProviderErrorKind, message: str) -> ProviderError:
-            return ProviderError(self._redact(message), kind=kind, model=label)
+            return ProviderError(self._redact(message), kind=kind, model=label, attempts=max(call.attempts, 1))
 
         if isinstance(err, sdk.APITimeoutError):
             return self._deadline_error(call)

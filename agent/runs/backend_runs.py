@@ -24,6 +24,7 @@ from pathlib import Path
 from kgen.agent.llm.usage import UsageLedger
 from kgen.agent.run_directory import RUN_FILE, RunDirectory
 from kgen.agent.run_options import RunOptions
+from kgen.agent.runs.run_end import record_stop
 from kgen.agent.runs.single_run import (
     resume_ref,
     resume_single_run,
@@ -113,7 +114,9 @@ def _run_each(run: RunDirectory, options: RunOptions, backends: list[str], *, ru
                                         "every backend of this request")
                 raise
     if not summaries:
-        raise RunError("no backend produced a run: " + "; ".join(f"{b}: {m}" for b, m in failures.items()))
+        error = RunError("no backend produced a run: " + "; ".join(f"{b}: {m}" for b, m in failures.items()))
+        record_stop(run, error)  # each backend's folder holds its own record
+        raise error
     summary = merge_backend_summaries(run, options.request, summaries, failures)
     run.write("summary.json", summary.model_dump_json(indent=1))
     return summary

@@ -16,6 +16,7 @@ from kgen.agent.llm.models import parse_model
 from kgen.agent.llm.providers import choose_api_key
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
+from kgen.agent.runs.run_end import clear_stop, record_stop
 from kgen.agent.runs.summary import RunSummary, write_outputs
 from kgen.agent.search.graph import Progress, RunError, Runner, execute, usable_backend
 from kgen.agent.search.state import RunState
@@ -60,13 +61,20 @@ def resume_ref(run: RunDirectory, runs_dir: Path) -> str:
 
 def _finish(runner: Runner, resume: bool, runs_dir: Path) -> RunSummary:
     """The run to its end, as the run's only kgen process; an interrupt (Ctrl-C, or SIGTERM /
-    SIGHUP, which end the verifiers first) says how to continue before it goes on up."""
+    SIGHUP, which end the verifiers first) says how to continue before it goes on up. Whatever
+    ends it without a summary is recorded in the run (``run_end.record_stop``): a kept run says
+    why it stopped, and `kgen runs` knows whether resuming it can help."""
     with runner.run.claimed():
+        clear_stop(runner.run)
         try:
             return _execute(runner, resume)
         except (KeyboardInterrupt, SystemExit) as exc:
             if not isinstance(exc, SystemExit) or exc.code not in (0, None):
+                record_stop(runner.run, exc)
                 runner.say(f"interrupted: `kgen resume {resume_ref(runner.run, runs_dir)}` continues this run")
+            raise
+        except Exception as exc:
+            record_stop(runner.run, exc)
             raise
 
 

@@ -114,9 +114,10 @@ def _fmt(value: float | None, suffix: str = "") -> str:
 
 def render_index(state: SuiteRun, infos: Sequence[ProblemInfo], rows: Sequence[SuiteRow],
                  summary: SuiteSummary, out: Path, table: dict[str, Path], command: str, date: str) -> str:
-    """``index.html``: the fast_p figures, the chart, and one line per problem linking its
-    report (``runs/<problem>/report.html``; the run's summary.json where no report was
-    written). Every piece of text is escaped; nothing is fetched from elsewhere."""
+    """``index.html``: the fast_p figures, the chart, and one line per row of the table, linking
+    its run's report (``runs/<problem>/report.html``; the run's summary.json where no report was
+    written); a problem file that could not be read has a line with its reason and no run.
+    Every piece of text is escaped; nothing is fetched from elsewhere."""
     esc = html.escape
     gpu = summary.device_name or "no GPU (verification only; timings need a GPU)"
 
@@ -143,19 +144,22 @@ def render_index(state: SuiteRun, infos: Sequence[ProblemInfo], rows: Sequence[S
         "<table><thead><tr><th>#</th><th>problem</th><th>status</th><th>verdict</th><th>time ms</th>"
         "<th>vs eager</th><th>vs compile</th><th>run</th><th>note</th></tr></thead><tbody>",
     ]
-    by_name = {row.problem: row for row in rows}
-    for number, info in enumerate(infos, start=1):
-        entry = state.problem(info.name)
-        row = by_name.get(info.name)
-        if entry is None or row is None:
+    for number, row in enumerate(rows, start=1):
+        if row.verdict == "unreadable":  # a problem file kgen could not read: no run, the reason
+            lines.append(f'<tr><td>{number}</td><td>{esc(row.problem)}</td><td>-</td>'
+                         f'<td class="failed">{esc(row.verdict)}</td><td>-</td><td>-</td><td>-</td><td>-</td>'
+                         f"<td>{esc(row.reason)}</td></tr>")
+            continue
+        entry = state.problem(row.problem)
+        if entry is None:
             continue
         run_path = out / entry.run_dir
         if (run_path / REPORT_FILE).is_file():
-            link = f'<a href="{esc(entry.run_dir)}/{REPORT_FILE}">{esc(info.name)}</a>'
+            link = f'<a href="{esc(entry.run_dir)}/{REPORT_FILE}">{esc(row.problem)}</a>'
         elif (run_path / SUMMARY_FILE).is_file():
-            link = f'<a href="{esc(entry.run_dir)}/{SUMMARY_FILE}">{esc(info.name)}</a>'
+            link = f'<a href="{esc(entry.run_dir)}/{SUMMARY_FILE}">{esc(row.problem)}</a>'
         else:
-            link = esc(info.name)
+            link = esc(row.problem)
         run_cell = (f'<a href="{esc(entry.run_dir)}/">{esc(entry.run_dir)}</a>'
                     if (run_path / RUN_FILE).is_file() else "-")
         verdict = row.verdict + (f" ({row.rejection})" if row.rejection else "")

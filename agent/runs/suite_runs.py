@@ -21,11 +21,14 @@ Resume rules (run ``solve`` again with the same ``--out``):
   front, marked **unserved** with its reason and not started (no run folder); the next
   ``solve`` screens it again;
 * a **failed** one (the run raised ``RunError``: a missing key, an unreachable server, ...)
-  is tried again: resumed if its run stopped mid-way with a
-  checkpoint, else started afresh (a kept directory is moved aside to
-  ``runs/<problem>.attempt-<n>`` first, never deleted);
+  is tried again: resumed if it failed mid-search with candidates to keep, else started afresh, since resuming would only meet the same error
+  (``runs.run_end.standing`` decides both, as `kgen runs` lists them; a kept directory is moved
+  aside to ``runs/<problem>.attempt-<n>`` first, never deleted);
 * a **pending** one, including a problem added to the folder since, is started;
-* a problem whose file left the folder stays in ``suite.json`` but not in the table.
+* a problem whose file left the folder stays in ``suite.json`` but not in the table;
+* a problem file kgen cannot read (a syntax error, a missing ``Model``) gets no run: it is an
+  "unreadable" row of the table with the reason, in the denominator, so the suite cannot
+  end "all verified" with it (``evals.suites.suite.unreadable_rows``).
 
 One problem's failure never stops the suite: a ``RunError`` (or any other error of one
 run) marks that problem failed with the message, and the suite goes on. ``KeyboardInterrupt``
@@ -88,6 +91,7 @@ from kgen.agent.run_directory import (
     write_atomic,
 )
 from kgen.agent.run_options import RunOptions
+from kgen.agent.runs.run_end import standing
 from kgen.agent.runs.single_run import validate_options
 from kgen.agent.runs.suite_index import outcome_line, render_index, row_from_run, state_row
 from kgen.agent.runs.suite_library import LibraryScreenError, screen_lines, screen_suite
@@ -105,7 +109,6 @@ from kgen.agent.runs.suite_state import (
     relative_path,
 )
 from kgen.agent.search.graph import Progress, RunError
-from kgen.agent.search.state import open_checkpointer
 from kgen.backends.device import resolve_device
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo
@@ -113,8 +116,11 @@ from kgen.evals.sandbox.lifecycle import install_signal_handlers, kill_registere
 from kgen.evals.suites.suite import (
     SuiteRow,
     SuiteSummary,
+    in_suite_order,
+    is_other_module,
     scan_suite,
     summarize,
+    unreadable_rows,
     write_suite_outputs,
 )
 
@@ -152,26 +158,6 @@ def _dir_name(name: str) -> str:
     """A problem name as a folder name (KernelBench names already are)."""
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip(".")
     return safe or "problem"
-
-
-def _has_checkpoint(path: Path) -> bool:
-    """Whether the run at ``path`` holds a LangGraph checkpoint, i.e. ``resume_run`` can
-    continue it (a run stopped before its graph started holds none)."""
-
-    run = RunDirectory(path)
-    if not run.checkpoints.is_file():
-        return False
-    try:
-        saver, connection = open_checkpointer(run)
-    except Exception:
-        return False
-    try:
-        return saver.get_tuple({"configurable": {"thread_id": run.run_id}}) is not None
-    except Exception:
-        return False
-    finally:
-        connection.close()
-
 
 
 # --------------------------------------------------------------------------- solving
@@ -237,7 +223,8 @@ class _Suite:
             # a run that ended after the suite last wrote its state: resuming only reads it back;
             # one that ended failing (no model returned code) is retried from the start
             return "start" if entry.status == "failed" else "resume"
-        return "resume" if _has_checkpoint(path) else "start"
+        # the one rule of what resuming can take further (``run_end.standing``), as `kgen runs` lists it
+        return "resume" if standing(path).resumable else "start"
 
     def clear(self, entry: SuiteProblem) -> None:
         """Room for a fresh run: a directory holding nothing to inspect is removed, one that
@@ -456,9 +443,11 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
         infos, skipped = scan_suite(suite_dir)
     except FileNotFoundError as exc:
         raise SuiteError(str(exc)) from exc
+    unreadable = unreadable_rows(skipped)
     if not infos:
-        raise SuiteError(f"no problem files in {suite_dir}"
-                         + (f" ({len(skipped)} .py file(s) are not problems)" if skipped else ""))
+        why = "; ".join(f"{row.problem}: {row.reason}" for row in unreadable)
+        raise SuiteError(f"no problem files in {suite_dir}" + (f" that kgen can read ({why})" if why else "")
+                         + (f" ({len(skipped)} .py file(s) are not problems)" if skipped and not why else ""))
     names = [info.name for info in infos]
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -505,7 +494,8 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
         state.problems.sort(key=lambda p: order.get(p.name, len(order)))
         suite.save()
         for file, why in skipped:
-            suite.say(f"skipped {file.name}: {why}")
+            suite.say(f"skipped {file.name}: {why}" if is_other_module(file)
+                      else f"{why} (counted as not correct)")
         gone = [p.name for p in state.problems if p.name not in order]
         if gone:
             suite.say(f"no longer in the folder (kept in {STATE_FILE}, left out of the table): {', '.join(gone)}")
@@ -548,7 +538,8 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
             if entry.name in order and entry.status in ("finished", "failed") and \
                     not (out / entry.run_dir / REPORT_FILE).is_file() and not entry.report_error:
                 suite.write_report(entry)
-        rows = [suite.row(info, state.problem(info.name)) for info in infos]  # type: ignore[arg-type]
+        rows = in_suite_order([*(suite.row(info, state.problem(info.name)) for info in infos),  # type: ignore[arg-type]
+                               *unreadable])
         summary = summarize(rows)
         date = _dt.date.today().isoformat()
         table = write_suite_outputs(rows, summary, out / TABLE_DIR, command=command, date=date)

@@ -203,6 +203,8 @@ def _parse(path: Path) -> ast.Module:
         source = path.read_text()
     except OSError as exc:
         raise ProblemError(f"cannot read problem file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ProblemError(f"cannot read problem file {path}: not UTF-8 text (byte {exc.start})") from exc
     try:
         return ast.parse(source, filename=str(path))
     except SyntaxError as exc:

@@ -8,13 +8,16 @@ computes the KernelBench figures, and ``write_suite_outputs`` writes
 suite.json / suite.csv / suite.svg / suite.md.
 
 fast_p (KernelBench): (problems correct AND speedup > p) / (all problems in the
-suite). Missing candidates and rejected ones stay in the denominator; fast_0 is
-the correctness rate (a correct row without timings counts for fast_0 only).
-The geometric-mean speedups are over correct rows that have the speedup.
+suite). Missing candidates, rejected ones and problem files kgen cannot read
+(``unreadable_rows``) stay in the denominator; fast_0 is the correctness rate (a
+correct row without timings counts for fast_0 only). The geometric-mean speedups
+are over correct rows that have the speedup. ``SuiteSummary.exit_code`` is the one
+exit status of `kgen bench` and `kgen solve`.
 """
 
 from __future__ import annotations
 
+import ast
 import csv
 import logging
 import math
@@ -27,7 +30,13 @@ from pydantic import Field
 
 from kgen.evals.baselines.messages import BASELINES
 from kgen.evals.problem.catalog import catalog
-from kgen.evals.problem.format import ProblemError, ProblemInfo, read_problem
+from kgen.evals.problem.format import (
+    ProblemError,
+    ProblemInfo,
+    load_problem,
+    parse_problem,
+    read_problem,
+)
 from kgen.evals.result import EvalResult
 from kgen.evals.verdict import ResultModel
 
@@ -72,6 +81,51 @@ def _number_prefix(name: str) -> int:
     return int(head) if head.isdigit() else -1
 
 
+#: the names a KernelBench problem file declares; a file declaring none of them is no problem
+PROBLEM_NAMES = frozenset({"Model", "get_inputs", "get_init_inputs"})
+
+
+def is_other_module(file: Path) -> bool:
+    """A file of a suite folder that parses and declares none of ``PROBLEM_NAMES`` (a helper
+    module): not an input of the suite. Every other file that fails to read as a problem (a
+    syntax error, undecodable bytes, some of the names missing, bad ``KGEN_*`` metadata) is a
+    problem kgen could not read: it must not leave the suite's denominator unseen."""
+    try:
+        tree = parse_problem(file)
+    except ProblemError:
+        return False
+    declared = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    return not declared & PROBLEM_NAMES
+
+
+def unreadable_row(problem: str, why: str) -> SuiteRow:
+    """The row of a problem kgen could not read or load: in the denominator, never correct."""
+    return SuiteRow(problem=problem, verdict="unreadable", reason=why)
+
+
+def unreadable_rows(skipped: Iterable[tuple[Path, str]]) -> list[SuiteRow]:
+    """One "unreadable" row per file of ``scan_suite``'s ``skipped`` that is a problem kgen
+    could not read (see ``is_other_module``), named for its file, with the reason."""
+    return [unreadable_row(Path(file).stem, why) for file, why in skipped if not is_other_module(Path(file))]
+
+
+def load_failure(info: ProblemInfo) -> str | None:
+    """Why a problem file that reads cannot be executed (an import that fails, an error at module
+    level), else None. Checked before its candidate is verified: a reference that cannot load is
+    the problem's fault, never a rejection of the candidate."""
+    try:
+        load_problem(info.path)
+    except ProblemError as exc:
+        return exc.message
+    return None
+
+
+def in_suite_order(rows: Iterable[SuiteRow]) -> list[SuiteRow]:
+    """Rows in the order ``scan_suite`` sorts problems (by KernelBench number, then name), so an
+    unreadable file's row stands where its problem would have."""
+    return sorted(rows, key=lambda row: (_number_prefix(row.problem), row.problem))
+
+
 def discover_suite(path: str | Path | None) -> list[ProblemInfo]:
     """The problems of a suite (see :func:`scan_suite`); files that are not problems are logged."""
     infos, skipped = scan_suite(path)
@@ -109,7 +163,8 @@ class SuiteRow(ResultModel):
 
     problem: str
     candidate: str | None = None
-    verdict: Literal["passed", "rejected", "inconclusive", "missing"]
+    #: "unreadable": the problem file itself could not be read or loaded (``unreadable_rows``)
+    verdict: Literal["passed", "rejected", "inconclusive", "missing", "unreadable"]
     rejection: str | None = None
     reason: str = ""
     #: the policies that judged it ("precision ieee, torch ops library"); empty when not evaluated
@@ -231,7 +286,17 @@ class SuiteSummary(ResultModel):
     geomean_speedup_vs_compile: float | None = None
     #: rows with a candidate time
     timed: int = 0
+    #: problem files that could not be read or loaded (counted in ``problems``, never correct)
+    unreadable: int = 0
     device_name: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """The exit status of `kgen bench` and `kgen solve`, decided here once: 0 when every
+        problem of the suite has a verified kernel, 1 when any has not (no candidate or no
+        kernel, rejected, inconclusive, its run failed, its file unreadable). Bad usage (2) and
+        an interrupt (130) are decided before there is a summary."""
+        return 0 if self.problems and self.correct == self.problems else 1
 
 
 def _fast_p(rows: Sequence[SuiteRow], attr: str) -> dict[str, float]:
@@ -263,6 +328,7 @@ def summarize(rows: Sequence[SuiteRow]) -> SuiteSummary:
         geomean_speedup_vs_eager=_geomean(row.speedup_vs_eager for row in correct),
         geomean_speedup_vs_compile=_geomean(row.speedup_vs_compile for row in correct),
         timed=sum(row.candidate_ms is not None for row in rows),
+        unreadable=sum(row.verdict == "unreadable" for row in rows),
         device_name=devices[0] if devices else "",
     )
 
@@ -319,8 +385,8 @@ def _speedup_cell(row: SuiteRow, baseline: str, ratio: float | None) -> str:
 def _verdict_text(row: SuiteRow) -> str:
     if row.verdict in ("rejected", "inconclusive") and row.rejection:
         return f"{row.verdict} ({row.rejection})"
-    if row.verdict == "missing":
-        return f"missing ({row.reason})" if row.reason else "missing"
+    if row.verdict in ("missing", "unreadable"):
+        return f"{row.verdict} ({row.reason})" if row.reason else row.verdict
     return row.verdict
 
 
@@ -351,7 +417,8 @@ def render_markdown(rows: Sequence[SuiteRow], summary: SuiteSummary, command: st
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     lines += [
         "",
-        f"{summary.correct} of {summary.problems} correct, {summary.timed} timed.",
+        f"{summary.correct} of {summary.problems} correct, {summary.timed} timed"
+        + (f", {summary.unreadable} problem file(s) unreadable." if summary.unreadable else "."),
         "",
         _fast_line("fast_p vs eager", summary.fast_p_vs_eager),
         "",
@@ -383,7 +450,7 @@ def _baseline_lines(rows: Sequence[SuiteRow]) -> list[str]:
 # --- SVG chart
 
 _COLORS = {"eager": "#3b6fb6", "compile": "#e08a1e", "sol": "#4a9a5b",
-           "passed": "#2e8b57", "rejected": "#c0392b", "inconclusive": "#b7950b", "missing": "#999999"}
+           "passed": "#2e8b57", "rejected": "#c0392b", "inconclusive": "#b7950b", "missing": "#999999", "unreadable": "#7d3c98"}
 _FONT = 'font-family="Helvetica, Arial, sans-serif"'
 _TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 

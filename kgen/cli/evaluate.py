@@ -4,6 +4,10 @@ problems, verified and then timed): the verifier from the command line.
 Their flags come from the option table (``kgen.core.evaluation_flags``: ``EVAL_FLAGS``,
 ``BENCH_FLAGS``); each command receives them in ``**options``, named as ``EvalOptions``
 names its fields.
+
+`kgen bench` exits as `kgen solve` does (``SuiteSummary.exit_code``): 0 when every problem of the
+suite has a verified kernel, 1 when any has not (a missing candidate or an unreadable problem
+file included), 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -25,10 +29,15 @@ from kgen.errors import KgenUsageError
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.problem.policies import parse_precision, parse_torch_ops
 from kgen.evals.suites.suite import (
-    discover_suite,
     find_candidate,
+    in_suite_order,
+    is_other_module,
+    load_failure,
     row_from_result,
+    scan_suite,
     summarize,
+    unreadable_row,
+    unreadable_rows,
     write_suite_outputs,
 )
 from kgen.knowledge_base import SEED_KERNELS_DIR
@@ -112,13 +121,15 @@ def bench_command(
         fail_usage(f"candidates folder not found: {candidates}")
     try:
         resolved = resolve_device(options["device"])
-        infos = discover_suite(suite)
-    except KgenUsageError as exc:  # no GPU for --device cuda, a problem file kgen cannot read
+        infos, skipped = scan_suite(suite)
+    except KgenUsageError as exc:  # no GPU for --device cuda, a single problem file kgen cannot read
         fail_usage(exc.message)
     except FileNotFoundError as exc:
         fail_usage(str(exc))
+    unreadable = unreadable_rows(skipped)
     if not infos:
-        fail_usage(f"no problem files in {suite}")
+        why = "; ".join(f"{row.problem}: {row.reason}" for row in unreadable)
+        fail_usage(f"no problem files in {suite}" + (f" that kgen can read ({why})" if why else ""))
     try:
         for value, parse in ((precision, parse_precision), (torch_ops, parse_torch_ops)):
             if value is not None:
@@ -147,8 +158,18 @@ def bench_command(
         passed = sum(r.outcome == "passed" for r in results)
         console.print(f"self-test: {passed} of {len(results)} passed; wrote {out / 'self_test.md'}", highlight=False)
         raise typer.Exit(0 if passed == len(results) else 1)
-    rows = []
+    for file, why in skipped:
+        if is_other_module(file):
+            err_console.print(f"skipped {escape(file.name)}: {escape(why)}", highlight=False, soft_wrap=True)
+    for row in unreadable:
+        err_console.print(f"{escape(row.reason)} (counted as not correct)", highlight=False, soft_wrap=True)
+    rows = list(unreadable)
     for number, info in enumerate(infos, 1):
+        failure = load_failure(info)
+        if failure is not None:
+            err_console.print(f"{escape(failure)} (counted as not correct)", highlight=False, soft_wrap=True)
+            rows.append(unreadable_row(info.name, failure))
+            continue
         candidate = find_candidate(info, candidates)
         result = None
         if candidate is not None:
@@ -162,10 +183,12 @@ def bench_command(
         rows.append(row)
         console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}"),
                       highlight=False)
+    rows = in_suite_order(rows)
     summary = summarize(rows)
     paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
     console.print(escape((out / "suite.md").read_text()) if (out / "suite.md").exists() else "", highlight=False)
     console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)
+    raise typer.Exit(summary.exit_code)
 
 
 def _usage_json(message: str) -> str:

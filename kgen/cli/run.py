@@ -129,6 +129,8 @@ def runs_command() -> None:
 
     from rich.table import Table
 
+    from kgen.agent.runs.run_end import standing
+
     settings = _settings({})
     table = Table(title=f"runs in {settings.runs_location}", title_justify="left")
     for column in ("run", "request", "outcome"):
@@ -140,8 +142,10 @@ def runs_command() -> None:
         if summary_path.is_file():
             summary = json.loads(summary_path.read_text())
             outcome = f"{len(summary['best'])}/{len(summary['targets'])} target(s) verified"
-        else:
-            outcome = f"unfinished: kgen resume {path.name}"
+        else:  # why it stopped, and `kgen resume` only where resuming can help (run_end.standing)
+            where = standing(path, path.name)
+            reason = f"{where.reason}; " if where.reason and where.reason != where.state else ""
+            outcome = f"{where.state}: {reason}{where.hint}"
         table.add_row(path.name, request, outcome)
     console.print(table)
     console.print(f"{len(paths)} run(s)", highlight=False)

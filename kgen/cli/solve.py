@@ -5,7 +5,8 @@ suite ends with `kgen bench`'s fast_p table against eager and torch.compile and 
 every problem's report (``kgen.agent.runs.suite_runs``). Running it again with the same ``--out``
 continues: finished problems are kept, interrupted ones resumed.
 
-Exit codes: 0 a verified kernel for every problem, 1 some problem without one, 2 bad usage,
+Exit codes (``SuiteSummary.exit_code``, as `kgen bench`): 0 a verified kernel for every problem,
+1 some problem without one (a failed run or an unreadable problem file included), 2 bad usage,
 130 interrupted (it prints how to continue).
 """
 
@@ -77,5 +78,4 @@ def solve_command(
     if table is not None and table.is_file():
         console.print(escape(table.read_text()), highlight=False)
     console.print(f"table: {table}\nreports: {outcome.index}", highlight=False, soft_wrap=True)
-    if outcome.summary.correct < outcome.summary.problems:
-        raise typer.Exit(1)
+    raise typer.Exit(outcome.summary.exit_code)  # the one rule `kgen bench` exits by too

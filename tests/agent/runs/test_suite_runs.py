@@ -425,3 +425,38 @@ def test_a_timed_row_is_the_winners_full_size_evaluation(tmp_path):
     assert row.correct and row.candidate_ms == pytest.approx(0.12) and row.candidate == "runs/19_ReLU/best_h100.py"
     assert outcome_line(entry, row) == "finished, best 0.12 ms, 1.80x vs torch.compile, 2.50x vs eager"
     assert row.device_name == "NVIDIA H100 80GB HBM3"
+
+
+def test_a_problem_file_that_cannot_be_read_is_a_row_of_the_table_and_the_index(tmp_path, monkeypatch):
+    """kgen solve over a folder with broken problem files (a syntax error, a missing Model): no
+    run for them, but each is an "unreadable" row with its reason, counted in the table's
+    denominator, its JSON summary and index.html, and said in the log."""
+    import kgen.agent.runs.start
+
+    suite = tmp_path / "level1"
+    suite.mkdir()
+    for name in ("19_ReLU", "21_Sigmoid"):
+        shutil.copy(SUITE / f"{name}.py", suite / f"{name}.py")
+    source = (SUITE / "19_ReLU.py").read_text()
+    (suite / "20_Broken.py").write_text(source + "\nreturn (\n")
+    (suite / "22_NoModel.py").write_text(source.replace("class Model", "class Reference"))
+    (suite / "helpers.py").write_text("def shape():\n    return 4\n")  # not a problem: no row
+    fake = _FakeRuns(pause_s=0.0)
+    monkeypatch.setattr(kgen.agent.runs.start, "start_run", fake.start_run)
+    monkeypatch.setitem(sys.modules, "kgen.agent.runs.html_report", None)
+    lines: list[str] = []
+    out = tmp_path / "out"
+    outcome = solve_suite(suite, RunOptions(request="", device="cpu"), out=out, progress=lines.append)
+    assert sorted(fake.started) == ["19_ReLU", "21_Sigmoid"]
+    assert [row.problem for row in outcome.rows] == ["19_ReLU", "20_Broken", "21_Sigmoid", "22_NoModel"]
+    verdicts = {row.problem: row.verdict for row in outcome.rows}
+    assert verdicts["20_Broken"] == verdicts["22_NoModel"] == "unreadable"
+    assert outcome.summary.problems == 4 and outcome.summary.unreadable == 2
+    assert any("syntax error on line" in line and "counted as not correct" in line for line in lines)
+    assert any("missing Model" in line and "counted as not correct" in line for line in lines)
+    assert any(line.startswith("skipped helpers.py") for line in lines)
+    table = json.loads((out / "table" / "suite.json").read_text())
+    assert table["summary"]["problems"] == 4 and table["summary"]["unreadable"] == 2
+    assert "0 of 4 problem(s) with a verified kernel" in outcome.index.read_text()
+    index = outcome.index.read_text()
+    assert "20_Broken" in index and "syntax error on line" in index and "missing Model" in index

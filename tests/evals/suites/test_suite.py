@@ -9,16 +9,19 @@ from pathlib import Path
 import pytest
 
 from kgen.evals.problem.catalog import catalog
-from kgen.evals.problem.format import ProblemInfo
+from kgen.evals.problem.format import ProblemInfo, read_problem
 from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import (
     SuiteRow,
     discover_suite,
     find_candidate,
+    in_suite_order,
+    load_failure,
     render_markdown,
     row_from_result,
     scan_suite,
     summarize,
+    unreadable_rows,
     write_suite_outputs,
 )
 from kgen.evals.verdict import RejectionClass, Verdict
@@ -117,6 +120,64 @@ def test_discover_folder_skips_non_problems(tmp_path):
     assert sorted(p.name for p, _ in skipped) == ["broken.py", "helpers.py"]
     with pytest.raises(FileNotFoundError):
         discover_suite(tmp_path / "absent")
+
+
+#: problem files kgen cannot read, each broken its own way: file name -> bytes
+BROKEN_PROBLEMS = {
+    "3_syntax.py": (PROBLEM_SRC + "def (:\n").encode(),
+    "4_undecodable.py": PROBLEM_SRC.encode() + b"# \xff\xfe not utf-8\n",
+    "5_no_inputs.py": PROBLEM_SRC.replace("def get_inputs", "def make_inputs").encode(),
+    "6_bad_metadata.py": (PROBLEM_SRC + "KGEN_ALIASES = [N]\n").encode(),
+}
+
+
+def test_every_problem_file_that_cannot_be_read_is_a_row_in_the_denominator(tmp_path):
+    """A broken problem file (syntax, bytes, a missing name, bad metadata) is an "unreadable" row
+    with its reason, in suite order and in fast_p's denominator; a helper module is no input."""
+    (tmp_path / "1_Square.py").write_text(PROBLEM_SRC)
+    (tmp_path / "helpers.py").write_text("def f():\n    return 1\n")
+    for name, data in BROKEN_PROBLEMS.items():
+        (tmp_path / name).write_bytes(data)
+    infos, skipped = scan_suite(tmp_path)
+    unreadable = unreadable_rows(skipped)
+    assert {row.problem for row in unreadable} == {Path(name).stem for name in BROKEN_PROBLEMS}
+    assert all(row.verdict == "unreadable" and row.reason and not row.correct for row in unreadable)
+    assert "syntax error on line" in next(r.reason for r in unreadable if r.problem == "3_syntax")
+    assert "get_inputs" in next(r.reason for r in unreadable if r.problem == "5_no_inputs")
+    rows = in_suite_order([row_from_result(result("1_Square"), infos[0], "/c/1_Square.py"), *unreadable])
+    assert [row.problem for row in rows] == ["1_Square", "3_syntax", "4_undecodable", "5_no_inputs",
+                                             "6_bad_metadata"]
+    summary = summarize(rows)
+    assert (summary.problems, summary.correct, summary.unreadable) == (5, 1, 4)
+    assert summary.fast_p_vs_eager["0"] == pytest.approx(0.2) and summary.exit_code == 1
+    table = render_markdown(rows, summary, "kgen bench x", "2026-01-01")
+    assert "1 of 5 correct" in table and "| 3_syntax | unreadable (problem file" in table
+
+
+def test_a_problem_that_reads_but_cannot_load_says_why(tmp_path):
+    """Loading runs the file: an import that fails or an error at module level is the problem's
+    fault, named before any candidate is judged against it."""
+    cases = {"missing_import.py": "import kgen_no_such_module\n" + PROBLEM_SRC,
+             "raises.py": PROBLEM_SRC + "raise RuntimeError('half-written reference')\n",
+             "fine.py": PROBLEM_SRC}
+    failures = {}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        failures[name] = load_failure(read_problem(tmp_path / name))
+    assert "ModuleNotFoundError" in failures["missing_import.py"]
+    assert "half-written reference" in failures["raises.py"]
+    assert failures["fine.py"] is None
+
+
+@pytest.mark.parametrize("verdicts, code", [
+    (["passed"], 0), (["passed", "passed"], 0), (["passed", "missing"], 1), (["passed", "rejected"], 1),
+    (["passed", "inconclusive"], 1), (["passed", "unreadable"], 1), ([], 1),
+])
+def test_one_exit_code_rule_for_a_suite(verdicts, code):
+    """0 only when every problem of the suite has a verified kernel (an empty suite verified
+    nothing); the rule `kgen bench` and `kgen solve` both exit by."""
+    rows = [SuiteRow(problem=f"p{i}", verdict=v) for i, v in enumerate(verdicts)]
+    assert summarize(rows).exit_code == code
 
 
 def test_find_candidate_by_name_stem_or_solution(tmp_path):

@@ -95,7 +95,8 @@ def test_bench_without_a_gpu_verifies_and_writes_its_outputs(tmp_path):
     (candidates / "relu_kernelbench.py").write_text((CANDIDATES / "relu_kernelbench_solution.py").read_text())
     (suite / "no_candidate.py").write_text(Path(RELU).read_text())
     result = kgen("bench", str(suite), "--candidates", str(candidates), "--out", str(out), "--device", "cpu")
-    assert result.returncode == 0, result.stdout + result.stderr
+    # not every problem has a verified kernel: exit 1, the rule `kgen solve` exits by
+    assert result.returncode == 1, result.stdout + result.stderr
     assert "timings need a GPU" in result.stderr
     report = json.loads((out / "suite.json").read_text())
     verdicts = {row["problem"]: row["verdict"] for row in report["rows"]}
@@ -106,6 +107,35 @@ def test_bench_without_a_gpu_verifies_and_writes_its_outputs(tmp_path):
     assert [p.name for p in (out / "results").iterdir()] == ["relu_kernelbench.json"]
     kept = json.loads((out / "results" / "relu_kernelbench.json").read_text())
     assert kept["verdict"] == "passed" and kept["trials"]
+
+
+def test_bench_counts_a_problem_it_cannot_read_or_load_and_says_so(tmp_path):
+    """A problem file with a syntax error, one missing get_inputs and one whose import fails are
+    rows with their reasons, in the denominator of every output; the candidate of the one that
+    cannot load is not blamed for it; the exit code is 1 (not all verified)."""
+    suite, candidates, out = tmp_path / "suite", tmp_path / "candidates", tmp_path / "out"
+    suite.mkdir()
+    candidates.mkdir()
+    source = Path(RELU).read_text()
+    (suite / "1_relu.py").write_text(source)  # no candidate: a missing row
+    (suite / "2_syntax.py").write_text(source + "\ndef (:\n")
+    (suite / "3_no_inputs.py").write_text(source.replace("def get_inputs", "def inputs"))
+    (suite / "4_import.py").write_text("import kgen_no_such_module\n" + source)
+    for name in ("2_syntax", "3_no_inputs", "4_import"):
+        (candidates / f"{name}.py").write_text((CANDIDATES / "relu_kernelbench_solution.py").read_text())
+    result = kgen("bench", str(suite), "--candidates", str(candidates), "--out", str(out), "--device", "cpu")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "syntax error on line" in result.stderr and "kgen_no_such_module" in result.stderr
+    assert result.stderr.count("(counted as not correct)") == 3
+    report = json.loads((out / "suite.json").read_text())
+    verdicts = {row["problem"]: row["verdict"] for row in report["rows"]}
+    assert verdicts == {"1_relu": "missing", "2_syntax": "unreadable", "3_no_inputs": "unreadable",
+                        "4_import": "unreadable"}
+    assert report["summary"]["problems"] == 4 and report["summary"]["unreadable"] == 3
+    assert "0 of 4 correct" in (out / "suite.md").read_text()
+    with (out / "suite.csv").open() as fh:
+        assert sum(1 for _ in fh) == 5  # header and four rows
+    assert not (out / "results").exists()  # no candidate was verified against a broken reference
 
 
 def test_bench_with_a_missing_suite_is_bad_usage(tmp_path):
