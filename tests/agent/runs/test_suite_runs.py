@@ -427,7 +427,7 @@ def test_a_timed_row_is_the_winners_full_size_evaluation(tmp_path):
     assert row.device_name == "NVIDIA H100 80GB HBM3"
 
 
-def test_a_problem_file_that_cannot_be_read_is_a_row_of_the_table_and_the_index(tmp_path, monkeypatch):
+def test_a_problem_file_that_cannot_be_read_is_a_row_of_the_table_and_the_index(tmp_path, monkeypatch, library_serves_all):
     """kgen solve over a folder with broken problem files (a syntax error, a missing Model): no
     run for them, but each is an "unreadable" row with its reason, counted in the table's
     denominator, its JSON summary and index.html, and said in the log."""
