@@ -18,6 +18,7 @@ from rich.markup import escape
 from kgen.backends.registry import backend_info
 from kgen.cli.display import print_eval_result
 from kgen.cli.option_flags import with_command_flags
+from kgen.cli.suite_display import print_suite_result
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
 from kgen.core.option_table import option
@@ -160,12 +161,12 @@ def bench_command(
             (out / "results" / f"{info.name}.json").write_text(result.model_dump_json(indent=1) + "\n")
         row = row_from_result(result, info, candidate)
         rows.append(row)
-        console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}"),
-                      highlight=False)
+        console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason if row.verdict != 'passed' else ''}"),
+                      highlight=False, soft_wrap=True)
     summary = summarize(rows)
     paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
-    console.print(escape((out / "suite.md").read_text()) if (out / "suite.md").exists() else "", highlight=False)
-    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)
+    print_suite_result(rows, summary, paths.get("md"), markdown=options["markdown"])
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
 
 
 def _usage_json(message: str) -> str:
