@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import BaseModel, Field
@@ -42,6 +42,7 @@ from kgen.cli.doctor_endpoints import (
     one_line,
     safe,
 )
+from kgen.cli.option_flags import with_run_option_flags
 from kgen.cli.terminal import console, fail_usage
 from kgen.core.settings import Settings, config_file_path, load_settings
 from kgen.core.version import __version__
@@ -126,12 +127,17 @@ def exit_status(d: Diagnosis) -> int:
     return EXIT_MODEL_UNUSABLE if d.unusable_models else 0
 
 
+@with_run_option_flags("models")
 def doctor_command(
+    *,
     json_output: Annotated[bool, typer.Option("--json", help="Print the diagnosis as JSON.")] = False,
     offline: Annotated[bool, typer.Option(
         "--offline", help="Contact no model endpoint: check keys and configuration only.")] = False,
+    **options: Any,
 ) -> None:
     """Check this machine and configuration: GPU, packages, API keys, knowledge base, and what a run will do.
+
+    -m/--model checks the models a run given the same flags would ask, instead of the configured ones.
 
     Each configured model's endpoint is asked for its models list (or one token) within 5 s, all at once: reachable or not, key accepted or rejected, model served, latency. --offline skips that.
 
@@ -139,7 +145,7 @@ def doctor_command(
     """
 
     try:
-        settings = load_settings()
+        settings = load_settings(options)  # -m given: those models, as `kgen run -m` takes them
     except KgenUsageError as exc:
         fail_usage(exc.message)
     diagnosis = collect_diagnosis(settings, offline=offline)
