@@ -19,6 +19,7 @@ from kgen.agent.run_options import RunOptions
 from kgen.agent.search.state import RunState
 from kgen.backends.device import Device
 from kgen.backends.registry import backend_info
+from kgen.core.text import counted
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.timeline import OTHER, SEPARATOR, busy_fraction, phase_totals
 from kgen.knowledge_base.schema import Timing
@@ -282,7 +283,7 @@ def render_summary(summary: RunSummary, console: Console) -> None:
         console.print(f"{target} kernel: {best.module}", highlight=False, soft_wrap=True)
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(summary.rejected.items()))
     console.print(
-        f"{summary.candidates} candidate(s): {summary.passed} passed"
+        f"{counted(summary.candidates, 'candidate')}: {summary.passed} passed"
         + (f", rejected: {rejected}" if rejected else "")
         + (f", {summary.no_code} without code" if summary.no_code else ""),
         highlight=False, soft_wrap=True,
@@ -291,8 +292,8 @@ def render_summary(summary: RunSummary, console: Console) -> None:
     usage = summary.usage
     if usage.get("total_calls"):
         cost = usage.get("total_cost_usd") or 0.0
-        console.print(f"models: {usage['total_calls']} call(s), {usage['total_tokens']} tokens, "
-                      f"${cost:.4f}" + (f" ({usage['unpriced_calls']} call(s) unpriced)"
+        console.print(f"models: {counted(usage['total_calls'], 'call')}, {usage['total_tokens']} tokens, "
+                      f"${cost:.4f}" + (f" ({counted(usage['unpriced_calls'], 'call')} unpriced)"
                                         if usage.get("unpriced_calls") else ""),
                       highlight=False, soft_wrap=True)
     for note in summary.notes:

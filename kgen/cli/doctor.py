@@ -45,6 +45,7 @@ from kgen.cli.doctor_endpoints import (
 from kgen.cli.option_flags import with_run_option_flags
 from kgen.cli.terminal import console, fail_usage
 from kgen.core.settings import Settings, config_file_path, load_settings
+from kgen.core.text import counted
 from kgen.core.version import __version__
 from kgen.errors import KgenUsageError
 
@@ -383,7 +384,7 @@ def _plan(settings: Settings, d: Diagnosis) -> list[str]:
         # no timings to rank tuned variants by: a CPU offline run verifies a few, once
         from kgen.agent.run_options import CPU_OFFLINE_VARIANTS
 
-        scope = (f"the known kernel and {CPU_OFFLINE_VARIANTS} tuned variant(s), once "
+        scope = (f"the known kernel and {counted(CPU_OFFLINE_VARIANTS, 'tuned variant')}, once "
                  "(without timings more variants cannot be ranked)")
     else:
         scope = f"up to {settings.budget} candidates over {settings.generations} generations"

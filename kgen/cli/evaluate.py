@@ -18,6 +18,7 @@ from rich.markup import escape
 from kgen.backends.registry import backend_info
 from kgen.cli.display import print_eval_result
 from kgen.cli.option_flags import with_command_flags
+from kgen.cli.run import LiveProgress
 from kgen.cli.suite_display import print_suite_result
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
@@ -61,9 +62,12 @@ def eval_command(
     # a flag not given (None) leaves the field at its default, the table's
     evaluation = EvalOptions(**{name: value for name, value in options.items() if value is not None})
     try:
-        progress = None if json_output else (
-            lambda line: err_console.print(f"[dim]{escape(line)} …[/]", highlight=False, soft_wrap=True))
-        result = evaluate(problem, candidate, evaluation, progress=progress)
+        if json_output:
+            result = evaluate(problem, candidate, evaluation)
+        else:
+            # on a terminal, a clock under the progress lines (stderr) while the child verifies
+            with LiveProgress() as progress:
+                result = evaluate(problem, candidate, evaluation, progress=progress)
     except KgenUsageError as exc:
         if json_output:
             print(_usage_json(exc.message))
