@@ -197,11 +197,11 @@ def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, de
     for target in summary.targets:
         if target not in summary.best:
             tried = [r for r in records if r.target == target]
-            summary.notes.append(f"no verified kernel for {target} ({len(tried)} candidate(s) tried)")
+            summary.notes.append(f"no verified kernel for {target} ({counted(len(tried), 'candidate')} tried)")
     model_records = [r for r in records if r.origin == "model"]
     if model_records and all(r.status == "no_code" for r in model_records):
         summary.no_model_code = True
-        summary.notes.append(f"no model returned code in {len(model_records)} request(s): "
+        summary.notes.append(f"no model returned code in {counted(len(model_records), 'request')}: "
                              f"{model_records[0].reason}")
     return summary
 
@@ -216,9 +216,9 @@ def write_outputs(run: RunDirectory, state: RunState, *, options: RunOptions, de
     records = state.records
     best = best_for(records, summary.targets[0]) if summary.targets else []
     compiled_only = [r for r in records if r.verdict == "inconclusive" and r.rejection == "compiled_not_run"]
-    say(f"run finished: {len(summary.best)} target(s) with a verified kernel"
+    say(f"run finished: {counted(len(summary.best), 'target')} with a verified kernel"
                + (f"; best {best[0].id}" if best else "")
-               + (f"; {len(compiled_only)} candidate(s) compiled, not run: this backend's kernels need a GPU "
+               + (f"; {counted(len(compiled_only), 'candidate')} compiled, not run: this backend's kernels need a GPU "
                   "to be verified (--device cuda)" if compiled_only and not best else ""))
     return summary
 

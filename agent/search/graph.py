@@ -324,7 +324,8 @@ class Runner:
             self.final_verifier.start_beside(state, generation, screenings=len(tasks))
         only_remeasures = bool(tasks) and all(t.kind == "baseline" for t in tasks)
         if not self.options.offline and len(sizes) == 1 and only_remeasures:
-            self.say(f"the budget ({self.options.budget}) is spent re-measuring the known kernel(s): "
+            self.say(f"the budget ({self.options.budget}) is spent re-measuring "
+                     f"{counted(len(tasks), 'known kernel')}: "
                      "no model is asked (raise --budget)")
         return {"tasks": tasks}
 
