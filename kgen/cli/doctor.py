@@ -43,7 +43,7 @@ from kgen.cli.doctor_endpoints import (
     safe,
 )
 from kgen.cli.option_flags import with_run_option_flags
-from kgen.cli.terminal import console, fail_usage
+from kgen.cli.terminal import console, fail_usage, print_table
 from kgen.core.settings import Settings, config_file_path, load_settings
 from kgen.core.text import counted
 from kgen.core.version import __version__
@@ -231,7 +231,7 @@ def render_diagnosis(d: Diagnosis, console: Console) -> None:
         table.add_column(overflow="fold")
         for key, value in rows:
             table.add_row(Text(key), Text(value))
-        console.print(table)
+        print_table(table, console)
 
     config = d.config_file + ("" if d.config_file_exists else " (not present: defaults apply)")
     section("kgen", [("kgen", d.kgen_version), ("python", d.python), ("os", d.os), ("config file", config)])
@@ -266,7 +266,7 @@ def render_diagnosis(d: Diagnosis, console: Console) -> None:
         table.add_column(overflow="fold")
         for line in lines:
             table.add_row(mark, Text(line))
-        console.print(table)
+        print_table(table, console)
 
     bullets('What `kgen "..."` will do here', "bold", "•", d.plan)
     if d.issues:

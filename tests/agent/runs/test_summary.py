@@ -122,7 +122,7 @@ def test_model_usage_line_counts_calls_tokens_and_cost():
                   passed=2, no_code=1, usage=ledger.model_dump(mode="json"))
     text = render(run)
     assert "models: 5 calls, 5300 tokens, $0.0158 (2 calls unpriced)" in text
-    assert "6 candidate(s): 2 passed, 1 without code" in text
+    assert "6 candidates: 2 passed, 1 without code" in text
 
 
 def test_figures_measured_on_another_gpu_are_not_shown_as_the_targets():

@@ -164,3 +164,16 @@ def test_without_markdown_the_suite_is_a_terminal_table_with_its_figures(tmp_pat
     words = set(printed.split())
     assert {row.problem for row in rows} <= words
     assert "1 of 3 correct, 0 timed." in printed and "fast_0 0.33" in printed
+
+
+def test_kb_list_tells_two_best_kernels_of_one_problem_apart_by_backend(store_home):
+    """Two "best" rmsnorm_backward rows (one Triton, one CuTe DSL) looked the same."""
+    listed = kgen_80(store_home, "kb", "list", "--problem", "rmsnorm_backward")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    header = next(line.split() for line in lines if line.split()[:2] == ["id", "problem"])
+    assert header[2] == "backend"
+    rows = [line.split() for line in lines if line.startswith("k-")]
+    best = {(row[1], row[2], row[3], row[4]) for row in rows if row[5] == "best"}
+    assert {backend for _, backend, _, _ in best} == {"cute", "triton"} and len(best) == len(
+        [row for row in rows if row[5] == "best"])
