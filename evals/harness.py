@@ -22,6 +22,7 @@ from kgen.backends.registry import backend_info, require_usable
 from kgen.backends.targets import resolve_target
 from kgen.core.config import compiler_cache_dir
 from kgen.core.option_table import evaluation_field
+from kgen.core.text import counted
 from kgen.core.version import __version__
 from kgen.errors import KgenUsageError
 from kgen.evals.baselines.service import apply_baselines, start_baselines
@@ -183,8 +184,8 @@ def evaluate(
         request_path.write_text(request.model_dump_json())
         if progress is not None:
             progress(
-                f"verifying {candidate_path.name} on {info.name} ({device}, {len(seeds)} seed(s) x "
-                f"{len(request.size_sets)} size set(s), {policies.describe()}"
+                f"verifying {candidate_path.name} on {info.name} ({device}, {counted(len(seeds), 'seed')} x "
+                f"{counted(len(request.size_sets), 'size set')}, {policies.describe()}"
                 f"{', targets ' + ', '.join(targets) if targets else ''})"
             )
         launched = timeline.lap("request", mark)  # the candidate copied into the box, the request written

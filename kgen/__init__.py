@@ -14,6 +14,11 @@ from kgen.errors import KgenError, KgenUsageError
 __all__ = ["KgenError", "KgenUsageError", "__version__", "evaluate", "generate"]
 
 
+def __dir__() -> list[str]:
+    """``dir(kgen)``: the public names (``generate`` and ``evaluate`` load on first use)."""
+    return sorted({*globals(), *__all__})
+
+
 def __getattr__(name: str):
     if name in ("generate", "evaluate"):
         from kgen import api

@@ -19,6 +19,7 @@ from kgen.agent.run_options import RunOptions
 from kgen.agent.search.state import RunState
 from kgen.backends.device import Device
 from kgen.backends.registry import backend_info
+from kgen.core.text import counted
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.timeline import OTHER, SEPARATOR, busy_fraction, phase_totals
 from kgen.knowledge_base.schema import Timing
@@ -196,11 +197,11 @@ def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, de
     for target in summary.targets:
         if target not in summary.best:
             tried = [r for r in records if r.target == target]
-            summary.notes.append(f"no verified kernel for {target} ({len(tried)} candidate(s) tried)")
+            summary.notes.append(f"no verified kernel for {target} ({counted(len(tried), 'candidate')} tried)")
     model_records = [r for r in records if r.origin == "model"]
     if model_records and all(r.status == "no_code" for r in model_records):
         summary.no_model_code = True
-        summary.notes.append(f"no model returned code in {len(model_records)} request(s): "
+        summary.notes.append(f"no model returned code in {counted(len(model_records), 'request')}: "
                              f"{model_records[0].reason}")
     return summary
 
@@ -215,9 +216,9 @@ def write_outputs(run: RunDirectory, state: RunState, *, options: RunOptions, de
     records = state.records
     best = best_for(records, summary.targets[0]) if summary.targets else []
     compiled_only = [r for r in records if r.verdict == "inconclusive" and r.rejection == "compiled_not_run"]
-    say(f"run finished: {len(summary.best)} target(s) with a verified kernel"
+    say(f"run finished: {counted(len(summary.best), 'target')} with a verified kernel"
                + (f"; best {best[0].id}" if best else "")
-               + (f"; {len(compiled_only)} candidate(s) compiled, not run: this backend's kernels need a GPU "
+               + (f"; {counted(len(compiled_only), 'candidate')} compiled, not run: this backend's kernels need a GPU "
                   "to be verified (--device cuda)" if compiled_only and not best else ""))
     return summary
 
@@ -282,7 +283,7 @@ def render_summary(summary: RunSummary, console: Console) -> None:
         console.print(f"{target} kernel: {best.module}", highlight=False, soft_wrap=True)
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(summary.rejected.items()))
     console.print(
-        f"{summary.candidates} candidate(s): {summary.passed} passed"
+        f"{counted(summary.candidates, 'candidate')}: {summary.passed} passed"
         + (f", rejected: {rejected}" if rejected else "")
         + (f", {summary.no_code} without code" if summary.no_code else ""),
         highlight=False, soft_wrap=True,
@@ -291,8 +292,8 @@ def render_summary(summary: RunSummary, console: Console) -> None:
     usage = summary.usage
     if usage.get("total_calls"):
         cost = usage.get("total_cost_usd") or 0.0
-        console.print(f"models: {usage['total_calls']} call(s), {usage['total_tokens']} tokens, "
-                      f"${cost:.4f}" + (f" ({usage['unpriced_calls']} call(s) unpriced)"
+        console.print(f"models: {counted(usage['total_calls'], 'call')}, {usage['total_tokens']} tokens, "
+                      f"${cost:.4f}" + (f" ({counted(usage['unpriced_calls'], 'call')} unpriced)"
                                         if usage.get("unpriced_calls") else ""),
                       highlight=False, soft_wrap=True)
     for note in summary.notes:

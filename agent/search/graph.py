@@ -57,6 +57,7 @@ from kgen.agent.spec.reference_problem import ReferenceProblemError, new_referen
 from kgen.backends.device import Device, resolve_device
 from kgen.backends.registry import get_backend, require_usable
 from kgen.backends.targets import DEFAULT_TARGET, resolve_target
+from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 from kgen.evals.batch import evaluate_batch
 from kgen.evals.harness import EvalOptions
@@ -273,8 +274,8 @@ class Runner:
                 for r in found.examples
             ]
             guidance[target] = [PromptGuidance(title=n.title, text=n.text) for n in found.guidance]
-            self.say(f"knowledge base ({kb.location}): {len(found.examples)} example(s), "
-                     f"{len(found.guidance)} guidance note(s) for {target}"
+            self.say(f"knowledge base ({kb.location}): {counted(len(found.examples), 'example')}, "
+                     f"{counted(len(found.guidance), 'guidance note')} for {target}"
                      + (f"; starting point {same[0].id}" if same else "; no kernel for this problem yet"))
         library: dict[str, list[tuple[str, str, str]]] = {}
         if self.options.offline and not baselines:
@@ -348,13 +349,14 @@ class Runner:
         tasks = plan_generation(generation, sizes[generation], spec.targets, records, sources, state.baselines,
                                 self.archive(state), random.Random(f"{self.options.seed}-{generation}"),
                                 models=models, backend=spec.backend, library=state.library)
-        self.say(f"generation {generation}: {len(tasks)} candidate(s) "
+        self.say(f"generation {generation}: {counted(len(tasks), 'candidate')} "
                  f"({', '.join(sorted({t.kind for t in tasks})) or 'none'})")
         if tasks and self.device.is_gpu and is_last_generation(generation, len(sizes)):
             self.final_verifier.start_beside(state, generation, screenings=len(tasks))
         only_remeasures = bool(tasks) and all(t.kind == "baseline" for t in tasks)
         if not self.options.offline and len(sizes) == 1 and only_remeasures:
-            self.say(f"the budget ({self.options.budget}) is spent re-measuring the known kernel(s): "
+            self.say(f"the budget ({self.options.budget}) is spent re-measuring "
+                     f"{counted(len(tasks), 'known kernel')}: "
                      "no model is asked (raise --budget)")
         return {"tasks": tasks}
 
@@ -481,7 +483,7 @@ class Runner:
                            on_result=lambda k, result, group=group: save(group[k], result), on_phase=self.say,
                            stop=self.out_of_time, on_start=lambda k, group=group: announce(group[k]))
         if left := sum(1 for r in todo if r.id not in results):
-            self.say(f"time limit reached: {left} candidate(s) not evaluated")
+            self.say(f"time limit reached: {counted(left, 'candidate')} not evaluated")
         for record in pending:
             if record.id in results:
                 updates[record.id] = apply_result(record, results[record.id])
@@ -515,7 +517,7 @@ class Runner:
             best = best_for(records, target)
             if best:
                 self.say(f"after generation {generation}, best for {target}: {best[0].id} ({describe(best[0])}; "
-                         f"{archive.targets[target].cell_count()} strateg(ies) in the archive)")
+                         f"{counted(archive.targets[target].cell_count(), 'strategy')} in the archive)")
         stop = stop_reason(
             archive, self.options, generation=generation, planned_generations=len(self.budget_plan(state)),
             evaluated=len(records), out_of_time=self.out_of_time(), cost_usd=state.usage.total_cost_usd,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from kgen.backends.device import Device
 from kgen.backends.targets import all_targets
-from kgen.cli.terminal import console, fail_usage
+from kgen.cli.terminal import console, fail_usage, new_table, print_code, print_table
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.catalog import catalog, resolve_problem
 from kgen.evals.problem.format import sizes_text
@@ -22,13 +22,12 @@ problems_app = typer.Typer(help="The problem catalog (KernelBench format).", no_
 def problems_list() -> None:
     """List the catalog's problems with their default sizes."""
 
-    table = Table(title="kgen problem catalog", title_justify="left")
-    for column in ("name", "kind", "description", "default sizes"):
-        table.add_column(column, overflow="fold")
+    table = new_table("kgen problem catalog", "name", "kind", "description", "default sizes",
+                      whole=("name", "kind"))
     infos = catalog()
     for info in infos:
         table.add_row(info.name, info.kind, info.description, sizes_text(info.sizes))
-    console.print(table)
+    print_table(table)
     console.print(f"{len(infos)} problems. Details: kgen problems show NAME")
 
 
@@ -38,8 +37,6 @@ def problems_show(
     source: Annotated[bool, typer.Option("--source/--no-source", help="Print the problem's source.")] = True,
 ) -> None:
     """Show one problem: metadata, size sets, byte/FLOP model and source."""
-    from rich.syntax import Syntax
-
     try:
         info = resolve_problem(name)
     except KgenUsageError as exc:
@@ -56,10 +53,10 @@ def problems_show(
         ("input distributions", ", ".join(info.input_distributions) or "default"),
         ("kgen metadata", "yes" if info.has_kgen_metadata else "no (plain KernelBench file)"),
     ]
-    table = Table(show_header=False, box=None)
+    table = new_table(None, "key", "value", whole=("key",), show_header=False, box=None)
     for key, value in rows:
-        table.add_row(f"[bold]{key}[/]", value)
-    console.print(table)
+        table.add_row(f"[bold]{key}[/]", escape(value))
+    print_table(table)
     if info.sizes:
         from kgen.cli.size_table import size_table
         from kgen.evals.problem.size_sets import verification_size_plan
@@ -68,9 +65,9 @@ def problems_show(
             plans = {device.value: verification_size_plan(info, device) for device in Device}
         except KgenUsageError as exc:
             fail_usage(exc.message)
-        console.print(size_table(info, plans))
+        print_table(size_table(info, plans))
     if source:
-        console.print(Syntax(info.path.read_text(), "python", line_numbers=False))
+        print_code(info.path.read_text())
 
 
 def _sizes(sizes: dict[str, int]) -> str:
@@ -79,18 +76,15 @@ def _sizes(sizes: dict[str, int]) -> str:
 
 def targets_command() -> None:
     """List the hardware targets kgen knows, with their ceilings and compiler targets."""
-    from rich import box
-
-    table = Table(title="kgen hardware targets", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("name", "GPU", "compiler", "SMs", "TB/s", "BF16", "FP8", "L2 MB"):
-        table.add_column(column, no_wrap=True)
+    columns = ("name", "GPU", "compiler", "SMs", "TB/s", "BF16", "FP8", "L2 MB")
+    table = new_table("kgen hardware targets", *columns, whole=columns)
     for t in all_targets():
         table.add_row(
             t.name, t.display_name.removeprefix("NVIDIA ").removeprefix("AMD "), t.compiler_target,
             str(t.sm_count), f"{t.memory_bandwidth_tbs:.2f}", _num(t.bf16_tflops), _num(t.fp8_tflops),
             f"{t.l2_mb:g}",
         )
-    console.print(table)
+    print_table(table)
     console.print("TB/s: memory bandwidth; BF16, FP8: dense matrix TFLOP/s (vendor peaks, sources in backends/targets.py).\n"
         "Aliases work: h100, hopper, sm90, mi300, gfx942, ...")
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from kgen.cli.terminal import console, fail_usage
+from kgen.cli.terminal import console, fail_usage, print_table
 from kgen.core.settings import (
     config_file_path,
     default_config_text,
@@ -51,7 +51,7 @@ def config_command(
     for name, value, source in describe_settings(settings):
         source = source.removesuffix(f" {file}")  # the path is printed once, below
         table.add_row(Text(name), Text(value), Text(source, style="dim" if source == "default" else ""))
-    console.print(table)
+    print_table(table)
     console.print(
         Text(f"config file: {file}" + ("" if file.is_file() else " (not present)") + "\n"
              "Set an option there, as KGEN_<OPTION> in the environment, or with a flag. "

@@ -7,12 +7,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
+from kgen.cli.terminal import new_table, print_table
 from kgen.evals.result import EvalResult
 from kgen.evals.verdict import InconclusiveCause, StageStatus
 
@@ -23,6 +22,9 @@ if TYPE_CHECKING:
 _SHORT_DISTRIBUTION = {
     "accumulation_probe": "accum_probe", "sparse_spikes": "spikes", "far_negative": "far_neg", "near_negative": "near_neg", "far_positive": "far_pos",
 }
+
+#: the trials table's columns: all but the inputs (a distribution and its arguments) stay whole
+_TRIAL_COLUMNS = ("seed", "inputs", "sizes", "kernels", "rel-L2", "tol", "eager", "ok")
 
 _STATUS_STYLE = {
     StageStatus.PASSED: "[green]passed[/]",
@@ -51,13 +53,13 @@ def verdict_line(result: EvalResult) -> str:
 
 
 def print_eval_result(result: EvalResult, console: Console) -> None:
-    stages = _table("stages", "stage", "status", "seconds", "detail")
+    stages = new_table("stages", "stage", "status", "seconds", "detail", whole=("stage", "status", "seconds"))
     for stage in result.stages:
         stages.add_row(stage.name, _STATUS_STYLE[stage.status], f"{stage.seconds:.1f}", escape(stage.message))
-    console.print(stages)
+    print_table(stages, console)
     if result.trials:
-        trials = _table("correctness trials: rel-L2 error vs the fp64 reference (worst output); eager = the reference in the problem's own dtypes",
-                        "seed", "inputs", "sizes", "kernels", "rel-L2", "tol", "eager", "ok", no_wrap=True)
+        trials = new_table("correctness trials: rel-L2 error vs the fp64 reference (worst output); eager = the "
+                           "reference in the problem's own dtypes", *_TRIAL_COLUMNS, whole=_TRIAL_COLUMNS[:1] + _TRIAL_COLUMNS[3:])
         for trial in result.trials:
             sizes = "x".join(str(v) for v in trial.sizes.values())
             varied = "".join(f" {k}={v!r}" for k, v in trial.arguments.items())
@@ -71,33 +73,27 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
                 f"{worst.tolerance_rel_l2:.0e}", "-" if native is None else f"{native:.1e}",
                 "[green]yes[/]" if trial.passed else "[red]no[/]",
             )
-        console.print(trials)
+        print_table(trials, console)
     for note in result.skipped:
         console.print(f"[yellow]skipped:[/] {escape(note)}", highlight=False)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     if result.kernels:
-        kernels = _table("cross-compiled kernels", "target", "kernel", "regs", "spills", "smem", "warps", "stages", "ok")
+        columns = ("target", "kernel", "regs", "spills", "smem", "warps", "stages", "ok")
+        kernels = new_table("cross-compiled kernels", *columns, whole=columns[:-1])
         for k in result.kernels:
             kernels.add_row(
                 k.target, k.kernel, _opt(k.registers), _opt(k.spills),
                 "-" if k.shared_bytes is None else f"{k.shared_bytes} B", _opt(k.num_warps),
                 _opt(k.num_stages), "[green]yes[/]" if k.ok else f"[red]no[/] {escape(k.error or '')}",
             )
-        console.print(kernels)
+        print_table(kernels, console)
     if result.bench is None:
         console.print("timing: not measured (`--bench` on a GPU measures it; kgen reports only measured figures)")
     else:
         for line in result.bench.lines():
             console.print(f"timing: {escape(line)}", highlight=False, soft_wrap=True)
     console.print(verdict_line(result), highlight=False, soft_wrap=True)
-
-
-def _table(title: str, *columns: str, no_wrap: bool = False) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for column in columns:
-        table.add_column(column, overflow="ellipsis" if no_wrap else "fold", no_wrap=no_wrap)
-    return table
 
 
 def _opt(value: int | None) -> str:

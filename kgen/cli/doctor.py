@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from pydantic import BaseModel, Field
@@ -42,8 +42,10 @@ from kgen.cli.doctor_endpoints import (
     one_line,
     safe,
 )
-from kgen.cli.terminal import console, fail_usage
+from kgen.cli.option_flags import with_run_option_flags
+from kgen.cli.terminal import console, fail_usage, print_table
 from kgen.core.settings import Settings, config_file_path, load_settings
+from kgen.core.text import counted
 from kgen.core.version import __version__
 from kgen.errors import KgenUsageError
 
@@ -126,12 +128,17 @@ def exit_status(d: Diagnosis) -> int:
     return EXIT_MODEL_UNUSABLE if d.unusable_models else 0
 
 
+@with_run_option_flags("models")
 def doctor_command(
+    *,
     json_output: Annotated[bool, typer.Option("--json", help="Print the diagnosis as JSON.")] = False,
     offline: Annotated[bool, typer.Option(
         "--offline", help="Contact no model endpoint: check keys and configuration only.")] = False,
+    **options: Any,
 ) -> None:
     """Check this machine and configuration: GPU, packages, API keys, knowledge base, and what a run will do.
+
+    -m/--model checks the models a run given the same flags would ask, instead of the configured ones.
 
     Each configured model's endpoint is asked for its models list (or one token) within 5 s, all at once: reachable or not, key accepted or rejected, model served, latency. --offline skips that.
 
@@ -139,7 +146,7 @@ def doctor_command(
     """
 
     try:
-        settings = load_settings()
+        settings = load_settings(options)  # -m given: those models, as `kgen run -m` takes them
     except KgenUsageError as exc:
         fail_usage(exc.message)
     diagnosis = collect_diagnosis(settings, offline=offline)
@@ -224,7 +231,7 @@ def render_diagnosis(d: Diagnosis, console: Console) -> None:
         table.add_column(overflow="fold")
         for key, value in rows:
             table.add_row(Text(key), Text(value))
-        console.print(table)
+        print_table(table, console)
 
     config = d.config_file + ("" if d.config_file_exists else " (not present: defaults apply)")
     section("kgen", [("kgen", d.kgen_version), ("python", d.python), ("os", d.os), ("config file", config)])
@@ -259,7 +266,7 @@ def render_diagnosis(d: Diagnosis, console: Console) -> None:
         table.add_column(overflow="fold")
         for line in lines:
             table.add_row(mark, Text(line))
-        console.print(table)
+        print_table(table, console)
 
     bullets('What `kgen "..."` will do here', "bold", "•", d.plan)
     if d.issues:
@@ -377,7 +384,7 @@ def _plan(settings: Settings, d: Diagnosis) -> list[str]:
         # no timings to rank tuned variants by: a CPU offline run verifies a few, once
         from kgen.agent.run_options import CPU_OFFLINE_VARIANTS
 
-        scope = (f"the known kernel and {CPU_OFFLINE_VARIANTS} tuned variant(s), once "
+        scope = (f"the known kernel and {counted(CPU_OFFLINE_VARIANTS, 'tuned variant')}, once "
                  "(without timings more variants cannot be ranked)")
     else:
         scope = f"up to {settings.budget} candidates over {settings.generations} generations"

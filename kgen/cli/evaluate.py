@@ -22,6 +22,8 @@ from rich.markup import escape
 from kgen.backends.registry import backend_info
 from kgen.cli.display import print_eval_result
 from kgen.cli.option_flags import with_command_flags
+from kgen.cli.run import LiveProgress
+from kgen.cli.suite_display import print_suite_result
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
 from kgen.core.option_table import option
@@ -69,9 +71,12 @@ def eval_command(
     # a flag not given (None) leaves the field at its default, the table's
     evaluation = EvalOptions(**{name: value for name, value in options.items() if value is not None})
     try:
-        progress = None if json_output else (
-            lambda line: err_console.print(f"[dim]{escape(line)} …[/]", highlight=False, soft_wrap=True))
-        result = evaluate(problem, candidate, evaluation, progress=progress)
+        if json_output:
+            result = evaluate(problem, candidate, evaluation)
+        else:
+            # on a terminal, a clock under the progress lines (stderr) while the child verifies
+            with LiveProgress() as progress:
+                result = evaluate(problem, candidate, evaluation, progress=progress)
     except KgenUsageError as exc:
         if json_output:
             print(_usage_json(exc.message))
@@ -181,13 +186,13 @@ def bench_command(
             (out / "results" / f"{info.name}.json").write_text(result.model_dump_json(indent=1) + "\n")
         row = row_from_result(result, info, candidate)
         rows.append(row)
-        console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason[:90] if row.verdict != 'passed' else ''}"),
-                      highlight=False)
+        console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason if row.verdict != 'passed' else ''}"),
+                      highlight=False, soft_wrap=True)
     rows = in_suite_order(rows)
     summary = summarize(rows)
     paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
-    console.print(escape((out / "suite.md").read_text()) if (out / "suite.md").exists() else "", highlight=False)
-    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False)
+    print_suite_result(rows, summary, paths.get("md"), markdown=options["markdown"])
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
     raise typer.Exit(summary.exit_code)
 
 

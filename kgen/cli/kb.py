@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.syntax import Syntax
-from rich.table import Table
 
 from kgen.backends.registry import known_backends
-from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.cli.terminal import console, err_console, fail_usage, new_table, print_code, print_table
 from kgen.core.settings import load_settings
+from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 
 kb_app = typer.Typer(
@@ -56,12 +55,10 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+#: `kgen kb list`'s columns, all whole: ids, names and numbers are never split
+_LIST_COLUMNS = ("id", "problem", "backend", "target", "dtype", "role", "ms")
+
 _SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
-
-
-def _columns(table: Table, *names: str) -> None:
-    for name in names:
-        table.add_column(name, no_wrap=name in ("id", "#", "problem"), overflow="fold")
 
 
 def _ratio(value: float | None) -> str:
@@ -81,8 +78,8 @@ def kb_init(kb: KbOption = None) -> None:
         fail_usage(exc.message)
     console.print(
         f"knowledge base at {store.location} ({store.mode}): "
-        f"{len(report.added)} seed kernel(s) added, {len(report.unchanged)} already present, "
-        f"{report.guidance} guidance note(s); {store.kernel_count()} kernel(s) in all",
+        f"{counted(len(report.added), 'seed kernel')} added, {len(report.unchanged)} already present, "
+        f"{counted(report.guidance, 'guidance note')}; {counted(store.kernel_count(), 'kernel')} in all",
         highlight=False, soft_wrap=True,
     )
 
@@ -95,20 +92,21 @@ def kb_list(
     target: Annotated[str | None, typer.Option(help="Only this target (h100, mi300x, ...).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 50,
 ) -> None:
-    """List stored kernels, fastest first within each problem."""
+    """List stored kernels, fastest first within each problem (and backend)."""
     from kgen.knowledge_base.store import where_equal
 
     store = _open(kb)
     entries = store.kernels(where_equal(problem=problem, backend=backend, target=target))
-    entries.sort(key=lambda e: (e.problem, e.timing.time_ms is None, e.timing.time_ms or 0.0))
-    table = Table(title=f"knowledge base: {store.location}", title_justify="left")
-    _columns(table, "id", "problem", "target", "dtype", "role", "ms")
+    # a slot is (problem, backend, target, dtype): each backend has its own best kernel
+    entries.sort(key=lambda e: (e.problem, e.backend, e.timing.time_ms is None, e.timing.time_ms or 0.0))
+    table = new_table(f"knowledge base: {store.location}", *_LIST_COLUMNS, whole=_LIST_COLUMNS)
     for e in entries[:limit]:
-        table.add_row(e.id, e.problem, e.target, _SHORT_DTYPES.get(e.dtype, e.dtype),
+        table.add_row(e.id, e.problem, e.backend, e.target, _SHORT_DTYPES.get(e.dtype, e.dtype),
                       "best" if e.role == "best" else "stone", _ms(e.timing.time_ms))
-    console.print(table)
+    print_table(table)
     shown = min(limit, len(entries))
-    console.print(f"{shown} of {len(entries)} kernel(s). Details: kgen kb show ID", highlight=False, soft_wrap=True)
+    console.print(f"{shown} of {counted(len(entries), 'kernel')}. Details: kgen kb show ID",
+                  highlight=False, soft_wrap=True)
 
 
 def _one(store, kernel_id: str):
@@ -138,7 +136,7 @@ def kb_show(
         f"role: {entry.role}   code hash: {entry.code_hash[:16]}",
         f"spec: {entry.spec_text}",
         f"verified on {ev.device}: {ev.trials} trials, seeds {ev.seeds}, "
-        f"{len(ev.shapes)} shape set(s), distributions {', '.join(ev.distributions) or '-'}",
+        f"{counted(len(ev.shapes), 'shape set')}, distributions {', '.join(ev.distributions) or '-'}",
         f"checks passed: {', '.join(ev.checks_passed)}; training check: {ev.train_check}; "
         f"worst rel-L2 error {ev.max_rel_l2_error if ev.max_rel_l2_error is not None else '-'}",
         f"timing: {_ms(t.time_ms)} ms (eager {_ms(t.eager_ms)}, torch.compile {_ms(t.compile_ms)}), "
@@ -150,7 +148,7 @@ def kb_show(
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
     if source:
-        console.print(Syntax(entry.source, "python", line_numbers=False))
+        print_code(entry.source)
 
 
 @kb_app.command("search")
@@ -176,13 +174,13 @@ def kb_search(
             fail_usage(exc.message)
     store = _open(kb)
     results = search_kernels(store, text, backend=backend, target=target, n=n)
-    table = Table(title=f"'{text}'", title_justify="left")
-    _columns(table, "#", "id", "problem", "target", "ms", "vs compile")
+    table = new_table(f"'{text}'", "#", "id", "problem", "backend", "target", "ms", "vs compile",
+                      whole=("#", "id", "problem", "backend", "target", "ms"))
     for rank, r in enumerate(results, start=1):
         e = r.entry
-        table.add_row(str(rank), e.id, e.problem, e.target, _ms(e.timing.time_ms),
+        table.add_row(str(rank), e.id, e.problem, e.backend, e.target, _ms(e.timing.time_ms),
                       _ratio(e.timing.speedup_vs_compile))
-    console.print(table)
+    print_table(table)
     if results and verbose:
         for rank, r in enumerate(results, start=1):
             console.print(f"{rank}. {r.entry.id}: {r.why}", highlight=False, soft_wrap=True)
@@ -202,7 +200,7 @@ def kb_stats(
         return
     console.print(f"knowledge base: {stats.location} ({stats.mode}, embedding {stats.embedding})",
                   highlight=False, soft_wrap=True)
-    console.print(f"kernels: {stats.kernels} over {stats.problems} problem(s), {stats.timed} timed on a GPU; "
+    console.print(f"kernels: {stats.kernels} over {counted(stats.problems, 'problem')}, {stats.timed} timed on a GPU; "
                   f"guidance notes: {stats.guidance}", highlight=False, soft_wrap=True)
     for label, counts in (("by backend", stats.by_backend), ("by target", stats.by_target),
                           ("by role", stats.by_role)):
@@ -223,7 +221,7 @@ def kb_export(
         report = export_knowledge_base(_open(kb), file)
     except OSError as exc:
         fail_usage(f"cannot write {file}: {exc.strerror or exc}")
-    console.print(f"exported {report.kernels} kernel(s) and {report.guidance} guidance note(s) to "
+    console.print(f"exported {counted(report.kernels, 'kernel')} and {counted(report.guidance, 'guidance note')} to "
                   f"{report.path}", highlight=False, soft_wrap=True)
 
 
@@ -261,8 +259,9 @@ def kb_import(
     for bad in report.bad_rows:
         err_console.print(f"skipped line {bad.line}: {bad.reason}", highlight=False, soft_wrap=True)
     verified = f" ({report.verified} re-verified)" if verify else " (not re-verified: --no-verify)"
-    console.print(f"imported {report.kernels} kernel(s){verified} and {report.guidance} guidance "
-                  f"note(s); {len(report.bad_rows)} bad row(s) skipped", highlight=False, soft_wrap=True)
+    console.print(f"imported {counted(report.kernels, 'kernel')}{verified} and "
+                  f"{counted(report.guidance, 'guidance note')}; {counted(len(report.bad_rows), 'bad row')} skipped",
+                  highlight=False, soft_wrap=True)
     if report.bad_rows:
         raise typer.Exit(1)
 
@@ -278,7 +277,7 @@ def kb_prune(
 
     report = prune(_open(kb), keep_stepping_stones=keep, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
-    console.print(f"{report.slots} slot(s): {verb} {len(report.removed)} kernel(s), kept "
+    console.print(f"{counted(report.slots, 'slot')}: {verb} {counted(len(report.removed), 'kernel')}, kept "
                   f"{report.kept}", highlight=False, soft_wrap=True)
     for kernel_id in report.removed:
         console.print(f"  {kernel_id}", highlight=False, soft_wrap=True)

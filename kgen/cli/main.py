@@ -4,12 +4,9 @@ Each command lives in a module of its own (`kgen run` and `resume` in ``run.py``
 and `bench` in ``evaluate.py``, ...); this module puts them together. `kgen "..."` is short
 for `kgen run "..."`.
 
-Exit codes: 0 success (a verified kernel for every target, the candidate passed), 1 the run
-ended without one for some target / the candidate was rejected, 2 bad usage (an unknown
-problem, target or run, a missing file, an invalid option, a key or server that cannot be
-used: a ``kgen.errors.KgenUsageError``), 3 `kgen run`: a verified kernel for every target but
-no model produced code; `kgen eval`: inconclusive (kgen could not judge the candidate here),
-130 interrupted. Errors are one line on stderr, never a traceback. Heavy modules (torch, triton, the LLM
+Exit codes: ``kgen.cli.exit_codes`` (0 success, 1 no verified kernel / the candidate rejected,
+2 bad usage, 3 no model code / inconclusive, 130 interrupted). Errors, parse errors included,
+are one line on stderr, never a traceback (``kgen.cli.command_line``). Heavy modules (torch, triton, the LLM
 SDKs, Chroma) are imported inside the commands so `kgen --help` stays fast
 (``tests/test_architecture.py`` checks it).
 """
@@ -17,18 +14,29 @@ SDKs, Chroma) are imported inside the commands so `kgen --help` stays fast
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
 
 from kgen.cli.catalog import problems_app, targets_command
+from kgen.cli.command_line import (
+    MisplacedOptions,
+    UsageError,
+    is_help_request,
+    quiet_flag_metavars,
+    usage_error_line,
+    with_default_command,
+)
 from kgen.cli.config import config_command
 from kgen.cli.doctor import doctor_command
 from kgen.cli.evaluate import bench_command, eval_command
+from kgen.cli.exit_codes import BAD_USAGE, INTERRUPTED, SUCCESS, exit_codes_text
 from kgen.cli.kb import kb_app
 from kgen.cli.report import report_command
 from kgen.cli.run import resume_command, run_command, runs_command
 from kgen.cli.solve import solve_command
-from kgen.cli.terminal import err_console, print_error
+from kgen.cli.terminal import err_console, print_error, print_text
 from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.knowledge_base.errors import KnowledgeBaseError
 
@@ -44,12 +52,12 @@ app = typer.Typer(
     epilog=(
         "Examples:\n\n"
         "  kgen \"Triton RMSNorm backward for H100\"\n\n"
-        "  kgen \"softmax for H100 and MI300X\" -m openai:gpt-5 -m anthropic:claude-sonnet-4-5 --budget 20\n\n"
+        "  kgen \"softmax for H100 and MI300X\" -m openai:gpt-5 --budget 20\n\n"
         "  kgen resume 20261122-081500-3fa9c1\n\n"
         "  kgen eval rmsnorm_backward my_kernel.py --target h100 --target mi300x\n\n"
         "  kgen kb search 'rms norm backward h100'\n\n"
-        "Exit codes: 0 success (kernel verified / candidate passed), 1 no verified kernel / "
-        "candidate rejected, 2 bad usage."
+        "Options of `kgen run` may come before or after the request.\n\n"
+        + exit_codes_text()
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -71,29 +79,39 @@ app.command("doctor")(doctor_command)
 app.command("config")(config_command)
 
 
-def _with_default_command(argv: list[str]) -> list[str]:
-    """`kgen "Triton RMSNorm backward for H100"` means `kgen run "..."`: a first argument that
-    is neither an option nor a command is a request."""
+def kgen_command() -> Any:
+    """The `kgen` command as the process runs it: the app's click command, flags without a
+    metavar in `--help`."""
     import typer.main
 
-    if not argv or argv[0].startswith("-"):
-        return argv
-    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    return argv if argv[0] in commands else ["run", *argv]
+    return quiet_flag_metavars(typer.main.get_command(app))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run `kgen` with ``argv`` (default: the process's arguments) and exit with its code."""
     install_signal_handlers()  # SIGTERM, SIGINT, SIGHUP end the verifier children first
 
+    command = kgen_command()
     try:
-        app(args=_with_default_command(sys.argv[1:]), prog_name="kgen")
+        args = with_default_command(sys.argv[1:] if argv is None else argv, command)
+        code = command.main(args=args, prog_name="kgen", standalone_mode=False)
+    except MisplacedOptions as exc:
+        print_error(str(exc))
+        sys.exit(BAD_USAGE)
+    except UsageError as exc:
+        if is_help_request(exc):  # `kgen` or `kgen kb` alone
+            print_text(exc.format_message())  # type: ignore[attr-defined]
+            sys.exit(SUCCESS)
+        print_error(usage_error_line(exc))
+        sys.exit(BAD_USAGE)
     except KnowledgeBaseError as exc:
         # a store that fails mid-command (server gone, lock held): one line, exit 2
         print_error(exc.message)
-        sys.exit(2)
-    except KeyboardInterrupt:
+        sys.exit(BAD_USAGE)
+    except (KeyboardInterrupt, typer.Abort):
         err_console.print("interrupted: `kgen runs` lists unfinished runs; `kgen resume RUN` continues one")
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else SUCCESS)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,15 @@ def with_run_options(exclude: Collection[str] = ()) -> Callable[[Command], Comma
     return _with_parameters(lambda: run_option_parameters(exclude))
 
 
+def with_run_option_flags(*names: str) -> Callable[[Command], Command]:
+    """Give a command some run options' flags, spelled and explained as `kgen run` has them
+    (`kgen doctor -m MODEL` checks the models a run with that flag would ask); the command
+    receives them in ``**options`` (None: not given)."""
+    from kgen.core.option_table import option
+
+    return _with_parameters(lambda: run_option_parameters(options=[option(name) for name in names]))
+
+
 def with_command_flags(flags: Sequence[CommandFlag]) -> Callable[[Command], Command]:
     """Give a command the flags the table declares for it (``EVAL_FLAGS``, ``BENCH_FLAGS``), in
     that order, after its positional arguments; it receives them in ``**options``::

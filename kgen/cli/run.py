@@ -23,6 +23,7 @@ from kgen.cli.display import RunStatusLine
 from kgen.cli.option_flags import with_run_options
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.settings import load_settings
+from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 
 
@@ -141,11 +142,11 @@ def runs_command() -> None:
         summary_path = path / "summary.json"
         if summary_path.is_file():
             summary = json.loads(summary_path.read_text())
-            outcome = f"{len(summary['best'])}/{len(summary['targets'])} target(s) verified"
+            outcome = f"{len(summary['best'])} of {counted(len(summary['targets']), 'target')} verified"
         else:  # why it stopped, and `kgen resume` only where resuming can help (run_end.standing)
             where = standing(path, path.name)
             reason = f"{where.reason}; " if where.reason and where.reason != where.state else ""
             outcome = f"{where.state}: {reason}{where.hint}"
         table.add_row(path.name, request, outcome)
     console.print(table)
-    console.print(f"{len(paths)} run(s)", highlight=False)
+    console.print(counted(len(paths), "run"), highlight=False)

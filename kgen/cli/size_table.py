@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rich import box
 from rich.table import Table
 
+from kgen.cli.terminal import new_table
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.problem.size_constants import base_name
 from kgen.evals.problem.size_sets import SizeSet, unmovable_reasons
@@ -38,9 +38,8 @@ def size_table(info: ProblemInfo, plans: Mapping[str, list[SizeSet]]) -> Table:
     """Every size key with default, CPU and moved values (one column per plan), and why a key stays."""
     cpu = info.cpu_sizes()
     reasons = unmovable_reasons(info)
-    table = Table(title="size constants", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("constant", "default", "CPU", *(f"other values ({d} plan)" for d in plans), "note"):
-        table.add_column(column, overflow="fold")
+    columns = ("constant", "default", "CPU", *(f"other values ({d} plan)" for d in plans), "note")
+    table = new_table("size constants", *columns, whole=("constant", "default", "CPU"))
     groups: dict[str, list[str]] = {}
     for key in info.sizes:
         groups.setdefault(base_name(key), []).append(key)

@@ -24,7 +24,9 @@ from kgen.agent.runs.suite_runs import solve_suite
 from kgen.api import api_keys, run_options
 from kgen.cli.option_flags import with_run_options
 from kgen.cli.run import LiveProgress
+from kgen.cli.suite_display import print_suite_result
 from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.core.evaluation_flags import MARKDOWN_HELP
 from kgen.errors import KgenUsageError
 
 DEFAULT_OUT = Path("kgen-solve")
@@ -43,6 +45,7 @@ def solve_command(
     only: Annotated[list[str] | None, typer.Option("--only", metavar="NAME", help="Run only this problem "
                                                    "(name or file stem), repeatable; the table still lists all.")
                     ] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help=MARKDOWN_HELP)] = False,
     **options: Any,
 ) -> None:
     """Run the agent over every problem of a suite folder and report fast_p.
@@ -75,7 +78,6 @@ def solve_command(
                           "this suite", highlight=False)
         raise typer.Exit(130) from None
     table = outcome.table.get("md")
-    if table is not None and table.is_file():
-        console.print(escape(table.read_text()), highlight=False)
-    console.print(f"table: {table}\nreports: {outcome.index}", highlight=False, soft_wrap=True)
+    print_suite_result(outcome.rows, outcome.summary, table, markdown=markdown)
+    console.print(escape(f"table: {table}\nreports: {outcome.index}"), highlight=False, soft_wrap=True)
     raise typer.Exit(outcome.summary.exit_code)  # the one rule `kgen bench` exits by too

@@ -106,6 +106,10 @@ EVAL_FLAGS: tuple[CommandFlag, ...] = (
                 annotation=bool, default=False),
 )
 
+#: `--markdown` of `kgen bench` and `kgen solve`: the table a suite ends with, for a file
+MARKDOWN_HELP = ("Print the result table as markdown (suite.md's text, one row per line) instead of a "
+                 "terminal table.")
+
 #: `kgen bench`'s flags, in the order its `--help` lists them
 BENCH_FLAGS: tuple[CommandFlag, ...] = (
     CommandFlag("candidates", ("--candidates",),
@@ -122,6 +126,7 @@ BENCH_FLAGS: tuple[CommandFlag, ...] = (
     *_POLICY_FLAGS,
     CommandFlag("backend", ("--backend",), f"Kernel backend of the candidates ({_BACKEND_NAMES}); the "
                 "default candidates are its shipped seed kernels."),
+    CommandFlag("markdown", ("--markdown",), MARKDOWN_HELP, annotation=bool, default=False),
     CommandFlag("self_test", ("--self-test",),
                 "Evaluate each problem's own reference as the candidate (kernel rules off, every "
                 "correctness check on): proves kgen can judge every problem; writes self_test.md. Run "

@@ -145,7 +145,7 @@ def test_a_suite_ends_in_a_fast_p_table_over_every_problem(tmp_path, knowledge_b
         assert entry.run_dir == f"runs/{name}" and entry.problem_file == str(SUITE / f"{name}.py")
         assert json.loads((out / entry.run_dir / "summary.json").read_text())["best"]["h100"]
     assert status[UNSOLVED].status == "failed"
-    assert status[UNSOLVED].exit_reason.startswith("no model returned code in 1 request(s)")
+    assert status[UNSOLVED].exit_reason.startswith("no model returned code in 1 request:")
     assert Counter(_asked_for(r) for r in model.requests) == Counter(ALL)  # one prompt per problem
 
     # progress: one outcome line per problem; CPU problems ran two at a time

@@ -83,7 +83,7 @@ def test_a_timed_winner_shows_its_time_speedups_and_evidence():
     assert "9 trials, 3 seeds, 4 shapes, 5" in text and "distributions on cuda" in text
     assert "h100 cross-compile: _rmsnorm_bwd_rows on h100: 58 registers/thread, 0 spills" in text
     assert f"h100 kernel: {RUN_DIR}/best_h100.py" in text
-    assert "3 candidate(s): 3 passed\n" in text
+    assert "3 candidates: 3 passed\n" in text
     assert f"run directory: {RUN_DIR}" in text
     assert "not timed" not in text and "note:" not in text and "models:" not in text
 
@@ -109,7 +109,7 @@ def test_a_target_without_a_verified_kernel_is_a_row_and_a_note():
     assert "no verified kernel" in row(text, "mi300x")
     assert "mi300x kernel:" not in text and "mi300x cross-compile" not in text
     assert "note: no verified kernel for mi300x (3 candidate(s) tried)" in text
-    assert "5 candidate(s): 2 passed, rejected: not_a_kernel 1, numerical_mismatch 2" in text
+    assert "5 candidates: 2 passed, rejected: not_a_kernel 1, numerical_mismatch 2" in text
 
 
 def test_model_usage_line_counts_calls_tokens_and_cost():
@@ -121,8 +121,8 @@ def test_model_usage_line_counts_calls_tokens_and_cost():
     run = summary(mode="models: openai:gpt-5", best={"h100": timed_winner()}, candidates=6,
                   passed=2, no_code=1, usage=ledger.model_dump(mode="json"))
     text = render(run)
-    assert "models: 5 call(s), 5300 tokens, $0.0158 (2 call(s) unpriced)" in text
-    assert "6 candidate(s): 2 passed, 1 without code" in text
+    assert "models: 5 calls, 5300 tokens, $0.0158 (2 calls unpriced)" in text
+    assert "6 candidates: 2 passed, 1 without code" in text
 
 
 def test_figures_measured_on_another_gpu_are_not_shown_as_the_targets():

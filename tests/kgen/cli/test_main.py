@@ -94,10 +94,14 @@ def test_bench_without_a_gpu_verifies_and_writes_its_outputs(tmp_path):
     (suite / "relu_kernelbench.py").write_text(Path(RELU).read_text())
     (candidates / "relu_kernelbench.py").write_text((CANDIDATES / "relu_kernelbench_solution.py").read_text())
     (suite / "no_candidate.py").write_text(Path(RELU).read_text())
-    result = kgen("bench", str(suite), "--candidates", str(candidates), "--out", str(out), "--device", "cpu")
+    result = kgen("bench", str(suite), "--candidates", str(candidates), "--out", str(out), "--device", "cpu",
+                  "--markdown")
     # not every problem has a verified kernel: exit 1, the rule `kgen solve` exits by
     assert result.returncode == 1, result.stdout + result.stderr
     assert "timings need a GPU" in result.stderr
+    # --markdown: suite.md's table on stdout, one row per line although stdout is no terminal
+    table = [line for line in (out / "suite.md").read_text().splitlines() if line.startswith("|")]
+    assert len(table) == 4 and all(line in result.stdout.splitlines() for line in table)
     report = json.loads((out / "suite.json").read_text())
     verdicts = {row["problem"]: row["verdict"] for row in report["rows"]}
     assert verdicts == {"relu_kernelbench": "passed", "no_candidate": "missing"}

@@ -103,7 +103,7 @@ def test_main_command_offline_on_a_cpu_then_runs_and_resume(home):
     listed = kgen(home, "runs")
     assert listed.returncode == 0, listed.stderr
     assert run_dir.name in listed.stdout and MAIN_REQUEST in listed.stdout
-    assert "1/1 target(s) verified" in listed.stdout
+    assert "1 of 1 target verified" in listed.stdout
 
     started = time.monotonic()
     resumed = kgen(home, "resume", run_dir.name[:15])

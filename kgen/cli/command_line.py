@@ -1,0 +1,99 @@
+"""From the process's arguments to a command: the default command, options written before the
+request, and parse errors as one plain line.
+
+* ``kgen "softmax"`` is ``kgen run "softmax"``, and so is ``kgen --budget 2 "softmax"``: options
+  of `kgen run` written before the request are `kgen run`'s. Options written before another
+  command (``kgen --device cpu eval ...``) are refused with where they go.
+* A parse error (an unknown option, a missing argument, a value of the wrong type) is one line,
+  ``error: ...; see `kgen run --help```, exit 2, like every other usage error; typer's boxed
+  panel is for help, not for errors.
+* A flag takes no value, so `--help` shows none after it (typer printed ``<bool>``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+
+
+class MisplacedOptions(Exception):
+    """Options written before a command other than `kgen run`: the message says where they go."""
+
+
+def _exception_class(name: str) -> type[Exception]:
+    """The click exception class typer raises (typer vendors click in recent versions, so the
+    class is found from one typer exports instead of importing a click module)."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+UsageError = _exception_class("UsageError")
+
+
+def with_default_command(argv: Sequence[str], command: Any) -> list[str]:
+    """The arguments as `kgen`'s group parses them: a first argument that is neither a command
+    nor one of the group's own options starts `kgen run`'s arguments (the request, or its
+    options); raises ``MisplacedOptions`` for `kgen run` options written before another command."""
+    argv = list(argv)
+    if not argv or argv[0] == "--" or argv[0] in command.commands or _option_of(command, argv[0]):
+        return argv
+    if argv[0].startswith("-"):
+        run = command.commands["run"]
+        first = _first_positional(argv, run)
+        if first is not None and argv[first] in command.commands:
+            moved = [*argv[first:], *argv[:first]]
+            raise MisplacedOptions(f"options go after the command: kgen {shlex.join(moved)}")
+    return ["run", *argv]
+
+
+def _option_of(command: Any, word: str) -> Any:
+    """The option of ``command`` that ``word`` names (``--budget``, ``--budget=2``), if any."""
+    name = word.split("=", 1)[0]
+    context = typer.Context(command)
+    params = [*command.params, command.get_help_option(context)]
+    return next((p for p in params if p is not None and name in (*p.opts, *p.secondary_opts)), None)
+
+
+def _first_positional(argv: Sequence[str], command: Any) -> int | None:
+    """Where the first argument that is no option of ``command`` (nor an option's value) is;
+    None when there is none, or an unknown option comes first (its parser will name it)."""
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if not word.startswith("-") or word == "--":
+            return index if word != "--" else None
+        option = _option_of(command, word)
+        if option is None:
+            return None
+        takes_value = not (option.is_flag or option.count) and "=" not in word
+        index += 2 if takes_value else 1
+    return None
+
+
+def quiet_flag_metavars(command: Any) -> Any:
+    """No metavar after a flag in `--help` (typer shows ``<bool>``: a flag takes no value), in
+    ``command`` and every command under it; returns ``command``."""
+    context = typer.Context(command)
+    for param in (*command.params, command.get_help_option(context)):
+        if param is not None and getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        quiet_flag_metavars(sub)
+    return command
+
+
+def usage_error_line(exc: Exception) -> str:
+    """A parse error as one line: the message, then where the command's options are listed."""
+    message = " ".join(str(getattr(exc, "format_message", lambda: str(exc))()).split()).rstrip(".")
+    context = getattr(exc, "ctx", None)
+    if context is None:
+        return message
+    return f"{message}; see `{context.command_path} --help`"
+
+
+def is_help_request(exc: Exception) -> bool:
+    """``kgen`` or ``kgen kb`` alone: the help, not an error (click raises it as one)."""
+    return type(exc).__name__ == "NoArgsIsHelpError"
+
