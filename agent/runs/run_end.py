@@ -36,6 +36,7 @@ from pydantic import BaseModel
 from kgen.agent.llm.providers import ProviderError
 from kgen.agent.run_directory import RUN_FILE, RunDirectory, write_atomic
 from kgen.agent.search.state import open_checkpointer
+from kgen.core.text import counted
 
 STOP_FILE = "stopped.json"
 SUMMARY_FILE = "summary.json"
@@ -119,11 +120,11 @@ def record_stop(run: RunDirectory, exc: BaseException) -> RunStop:
     )
     details = [f"{k} {v}" for k, v in (("model", stop.model), ("kind", stop.error_kind)) if v]
     if stop.attempts is not None:
-        details.append(f"{stop.attempts} attempt(s)")
+        details.append(counted(stop.attempts, "attempt"))
     try:
         write_atomic(run.file(STOP_FILE), stop.model_dump_json(indent=1) + "\n")
         run.log(f"stopped ({stop.status}, {stop.error_type}): {stop.error}"
-                + (f" [{', '.join(details)}]" if details else "") + f"; {stop.candidates} candidate(s) kept")
+                + (f" [{', '.join(details)}]" if details else "") + f"; {counted(stop.candidates, 'candidate')} kept")
     except OSError:
         pass  # a folder that cannot be written (gone, disk full): the error itself still goes on up
     return stop
@@ -191,8 +192,8 @@ def standing(path: Path, resume: str | None = None) -> RunStanding:
     kept = _progress(path)
     if kept and checkpoint:
         return RunStanding(state="failed", resumable=True, reason=stop.error,
-                           hint=f"fix the cause, then `kgen resume {resume}` continues with the {kept} "
-                                "candidate(s) kept")
+                           hint=f"fix the cause, then `kgen resume {resume}` continues with the "
+                                f"{counted(kept, 'candidate')} kept")
     return RunStanding(state="failed", resumable=False, reason=stop.error,
                        hint="resuming would meet the same error before any candidate: fix the cause and "
                             "run the request again")

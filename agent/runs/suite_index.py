@@ -21,6 +21,7 @@ from kgen.agent.runs.suite_state import (
     relative_path,
 )
 from kgen.agent.runs.summary import RunSummary
+from kgen.core.text import counted
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import SuiteRow, SuiteSummary, row_from_result
@@ -52,7 +53,7 @@ def row_from_run(info: ProblemInfo, run_path: Path, out: Path) -> SuiteRow:
         return SuiteRow(problem=info.name, verdict="missing", reason="the run wrote no summary")
     target = _table_target(summary)
     if target is None:
-        tried = f"{summary.candidates} candidate(s)"
+        tried = counted(summary.candidates, "candidate")
         if summary.rejected:
             worst = max(summary.rejected, key=lambda k: summary.rejected[k])
             counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.rejected.items()))
@@ -135,7 +136,7 @@ def render_index(state: SuiteRun, infos: Sequence[ProblemInfo], rows: Sequence[S
         "</head><body>",
         f"<h1>kgen suite: {esc(state.suite_dir)}</h1>",
         f"<p><code>{esc(command)}</code>, {esc(gpu)}, {esc(date)}</p>",
-        f"<p>{summary.correct} of {summary.problems} problem(s) with a verified kernel, {summary.timed} timed.</p>",
+        f"<p>{summary.correct} of {counted(summary.problems, 'problem')} with a verified kernel, {summary.timed} timed.</p>",
         "<ul>", fast("fast_p vs eager", summary.fast_p_vs_eager),
         fast("fast_p vs torch.compile", summary.fast_p_vs_compile), "</ul>",
         "<p>Table: " + " · ".join(f'<a href="{esc(relative_path(p, out))}">{esc(p.name)}</a>'

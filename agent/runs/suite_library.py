@@ -17,6 +17,7 @@ from kgen.agent.run_options import RunOptions, local_target
 from kgen.agent.spec.library_match import LibraryMatch, match_suite
 from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.backends.targets import DEFAULT_TARGET
+from kgen.core.text import counted
 from kgen.evals.problem.format import ProblemInfo
 
 #: what a person can do about the problems the library cannot serve (said once, not per row)
@@ -45,7 +46,7 @@ def screen_lines(matches: dict[str, LibraryMatch]) -> list[str]:
     """The up-front statement: a count, then one line per problem (served ones first)."""
     served = [m for m in matches.values() if m.served]
     unserved = [m for m in matches.values() if not m.served]
-    head = (f"offline (no model): the library can serve {len(served)} of {len(matches)} problem(s); "
+    head = (f"offline (no model): the library can serve {len(served)} of {counted(len(matches), 'problem')}; "
             "only those are run")
     lines = [head] + [f"  serves {m.line()}" for m in served]
     if unserved:

@@ -110,6 +110,7 @@ from kgen.agent.runs.suite_state import (
 )
 from kgen.agent.search.graph import Progress, RunError
 from kgen.backends.device import resolve_device
+from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.sandbox.lifecycle import install_signal_handlers, kill_registered
@@ -516,7 +517,7 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
         if template.offline:  # before any run: which problems the library can serve
             work = suite.screen(work, infos_by_name)
         resumes = sum(step == "resume" for _, step, _ in work)
-        suite.say(f"suite {suite_dir}: {len(infos)} problem(s)"
+        suite.say(f"suite {suite_dir}: {counted(len(infos), 'problem')}"
                   + (f", {total} selected" if only else "") + f"; {len(skipped_lines)} done earlier, "
                   f"{resumes} to resume, {len(work) - resumes} to start"
                   + (f" ({len(added)} new in the folder: {', '.join(added)})" if added and earlier else ""))
@@ -546,7 +547,7 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
         index = out / INDEX_FILE
         write_atomic(index, render_index(state, infos, rows, summary, out, table, command, date))
         state_path = suite.save()
-        suite.say(f"suite done: {summary.correct} of {summary.problems} problem(s) with a verified kernel; "
+        suite.say(f"suite done: {summary.correct} of {counted(summary.problems, 'problem')} with a verified kernel; "
                   f"fast_1 vs torch.compile {summary.fast_p_vs_compile['1']:.2f}, "
                   f"vs eager {summary.fast_p_vs_eager['1']:.2f}; table {relative_path(table['md'], out)}, "
                   f"index {INDEX_FILE}")

@@ -312,7 +312,7 @@ class Runner:
                 return {}
             library[target] = [(k.kb_id, k.source, k.description()) for k in match.kernels]
             self.say(f"library: no kernel for {info.name}, but {', '.join(match.twins)} computes its reference: "
-                     f"{len(match.kernels)} kernel(s) to verify as candidates for {target}, then the one "
+                     f"{counted(len(match.kernels), 'kernel')} to verify as candidates for {target}, then the one "
                      "that passes is tuned")
         return library
 
@@ -524,7 +524,7 @@ class Runner:
             cpu_offline=self.options.offline and not self.device.is_gpu,
         )
         if state.library and not any(r.passed for r in records):
-            stop = (f"none of the library's {len(records)} kernel(s) for {', '.join(state.library)} passed this "
+            stop = (f"none of the library's {counted(len(records), 'kernel')} for {', '.join(state.library)} passed this "
                     "problem's verification: nothing to tune")
         if stop:
             self.say(f"stopping: {stop}")

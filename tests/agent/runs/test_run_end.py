@@ -19,6 +19,7 @@ import pytest
 
 import kgen
 from kgen.agent.runs.run_end import STOP_FILE, standing
+from kgen.core.text import counted
 
 
 def closed_port() -> int:
@@ -47,7 +48,7 @@ def test_an_unreachable_server_is_recorded_and_not_offered_for_resuming(tmp_path
     assert stop["model"] == model and stop["attempts"] == retries + 1 and stop["models"] == [model]
     assert str(port) in stop["error"] and stop["candidates"] == 0
     log = (run / "events.log").read_text()
-    assert f"stopped (failed, RunError): cannot reach {model}" in log and f"{retries + 1} attempt(s)" in log
+    assert f"stopped (failed, RunError): cannot reach {model}" in log and f"{counted(retries + 1, 'attempt')}" in log
     where = standing(run, "the-run")
     assert (where.state, where.resumable) == ("failed", False)
     assert str(port) in where.reason and "run the request again" in where.hint and "kgen resume" not in where.hint

@@ -50,7 +50,7 @@ def test_offline_solve_verifies_the_librarys_kernel_for_the_same_operation_and_t
     # said up front, before any run starts
     first_start = next(i for i, line in enumerate(lines) if "starting" in line)
     up_front = lines[:first_start]
-    assert up_front[0] == "offline (no model): the library can serve 1 of 3 problem(s); only those are run"
+    assert up_front[0] == "offline (no model): the library can serve 1 of 3 problems; only those are run"
     assert any(line.startswith("  serves 23_Softmax: same reference as softmax") for line in up_front)
     assert any(line.startswith("  - 19_ReLU: no triton kernel in the library computes this reference")
                for line in up_front)

@@ -249,7 +249,7 @@ def test_offline_problems_the_library_cannot_serve_are_said_up_front_and_not_run
     lines: list[str] = []
     outcome = solve_suite(SUITE, _template(knowledge_base), out=tmp_path / "solve", progress=lines.append)
     assert [p.status for p in outcome.problems] == ["unserved"] * 5
-    assert lines[0] == "offline (no model): the library can serve 0 of 5 problem(s); only those are run"
+    assert lines[0] == "offline (no model): the library can serve 0 of 5 problems; only those are run"
     for entry in outcome.problems:
         # its own reason, one line; the advice is said once for all of them, not per problem
         assert entry.exit_reason.startswith("no triton kernel in the library ")
@@ -457,6 +457,6 @@ def test_a_problem_file_that_cannot_be_read_is_a_row_of_the_table_and_the_index(
     assert any(line.startswith("skipped helpers.py") for line in lines)
     table = json.loads((out / "table" / "suite.json").read_text())
     assert table["summary"]["problems"] == 4 and table["summary"]["unreadable"] == 2
-    assert "0 of 4 problem(s) with a verified kernel" in outcome.index.read_text()
+    assert "0 of 4 problems with a verified kernel" in outcome.index.read_text()
     index = outcome.index.read_text()
     assert "20_Broken" in index and "syntax error on line" in index and "missing Model" in index

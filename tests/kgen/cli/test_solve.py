@@ -47,7 +47,7 @@ def test_offline_without_known_kernels_every_problem_is_a_failed_row(tmp_path, h
     state = json.loads((out_dir / "suite.json").read_text())
     statuses = {p["name"]: p["status"] for p in state["problems"]}
     assert statuses["19_ReLU"] == statuses["21_Sigmoid"] == "unserved"
-    assert "the library can serve 0 of 2 problem(s)" in out.stdout + out.stderr
+    assert "the library can serve 0 of 2 problems" in out.stdout + out.stderr
     assert all(p["exit_reason"].startswith("no triton kernel in the library") for p in state["problems"]
                if p["status"] == "unserved")
     assert not (out_dir / "runs").exists()
