@@ -73,7 +73,7 @@ class LibraryMatch(BaseModel):
         if self.how == "own":
             return f"{self.problem}: its own kernel {self.kernels[0].kb_id}"
         ids = ", ".join(k.kb_id for k in self.kernels)
-        return f"{self.problem}: same reference as {', '.join(self.twins)}; candidates {ids}"
+        return f"{self.problem}: same reference as {', '.join(self.twins)}; to try: {ids}"
 
 
 def problem_text(info: ProblemInfo) -> str:

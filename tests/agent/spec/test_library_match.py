@@ -36,7 +36,7 @@ def test_a_kernelbench_file_is_served_by_the_catalog_kernel_with_the_same_refere
     assert match.served and match.how == "twin" and match.twins == [twin]
     assert 1 <= len(match.kernels) <= LIBRARY_CANDIDATES
     assert all(k.problem == twin and "class ModelNew" in k.source for k in match.kernels)
-    assert match.line().startswith(f"{problem}: same reference as {twin}; candidate(s) {match.kernels[0].kb_id}")
+    assert match.line().startswith(f"{problem}: same reference as {twin}; to try: {match.kernels[0].kb_id}")
 
 
 @pytest.mark.parametrize(("problem", "reason"), [
