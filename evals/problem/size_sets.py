@@ -16,7 +16,9 @@ up, down and to 1:
   axis), where the reference allows it.
 
 On the ``cpu`` the Triton interpreter is slow, so the base is the problem's small
-set (``ProblemInfo.cpu_sizes()``), grown / shrunk / ones are made from it, and,
+set (``ProblemInfo.cpu_sizes()``; for a KernelBench file, batch-like constants halved
+further to :data:`CPU_TRIAL_BUDGET` while the axis a kernel walks keeps its length),
+grown / shrunk / ones are made from it, and,
 so that no size is only ever seen below its default:
 
 * ``beyond_default``: for every constant the small set shrank, one set with that
@@ -83,9 +85,21 @@ from kgen.evals.problem.size_constants import base_name
 #: its length costs loop iterations inside a program, not programs; past the caps only a GPU looks.
 CPU_BEYOND_CAP = 1024
 CPU_LONG_AXIS_CAP = 4096
-#: On the CPU, the small set's inputs and outputs together hold at most this many elements
-#: (a KernelBench file without ``KGEN_SMALL_SIZES``; see :func:`within_cpu_budget`).
+#: On the CPU, a ``beyond_default`` set's inputs and outputs together hold at most this many
+#: elements (the other constants give way; see :func:`within_cpu_budget`).
 CPU_ELEMENT_BUDGET = 1 << 16
+#: On the CPU, the small set of a KernelBench file without ``KGEN_SMALL_SIZES`` holds at most
+#: this many input and output elements. Most of a verification's calls run at the small set
+#: (every input distribution, the ghost check, the call sequence, the cache probe: about thirty),
+#: and the interpreter's cost grows with the programs a launch starts and the steps each walks:
+#: a scan written as one scalar step per element takes about 0.2 ms an element per call, so a
+#: 128x128 small set made such a correct kernel outlast the time limit. Batch-like constants give
+#: way first (:func:`within_cpu_budget`): the axis a kernel walks keeps its length, and the sets
+#: that grow each constant past its default still meet capped grids and short rows.
+CPU_TRIAL_BUDGET = 1 << 13
+#: When constants are halved to fit a budget, an axis a kernel walks inside one program (a
+#: reduction's, the innermost) is kept up to this many times longer than a batch-like one.
+LONG_AXIS_PREFERENCE = 4
 
 Origin = Literal["default", "extra", "small", "grown", "shrunk", "ones", "beyond_default", "threshold"]
 GENERATED: frozenset[str] = frozenset({"grown", "shrunk", "ones", "beyond_default", "threshold"})
@@ -231,18 +245,27 @@ def _meta_shapes(info: ProblemInfo, sizes: Mapping[str, int]) -> tuple[int, int,
     return sum(v.numel() for v in inputs), sum(v.numel() for v in outputs if isinstance(v, torch.Tensor)), inner
 
 
-def within_cpu_budget(info: ProblemInfo, base: dict[str, int], movable: Iterable[str]) -> dict[str, int]:
-    """``base`` with its largest movable constants halved until the inputs and outputs hold at
-    most :data:`CPU_ELEMENT_BUDGET` elements: capping each constant does not cap their product
-    (a 3-D pooling problem at 128 per axis is a billion elements, hours in the interpreter)."""
+def within_cpu_budget(
+    info: ProblemInfo, base: dict[str, int], movable: Iterable[str], budget: int = CPU_ELEMENT_BUDGET,
+    long: set[str] | frozenset[str] = frozenset(),
+) -> dict[str, int]:
+    """``base`` with its movable constants halved until the inputs and outputs hold at most
+    ``budget`` elements: capping each constant does not cap their product (a 3-D pooling
+    problem at 128 per axis is a billion elements, hours in the interpreter).
+
+    Each step halves the constant that is largest once the ``long`` axes count
+    :data:`LONG_AXIS_PREFERENCE` times shorter (a tie goes to a batch-like one): a row keeps
+    its length while the number of rows gives way, and no constant is driven to 1 while
+    another is far longer."""
     names = [n for n in movable if n in base]
     for _ in range(64):
         shapes = _meta_shapes(info, base)
-        if shapes is None or shapes[0] + shapes[1] <= CPU_ELEMENT_BUDGET:
+        if shapes is None or shapes[0] + shapes[1] <= budget:
             return base
-        largest = max(names, key=lambda n: base[n], default=None)
-        if largest is None or base[largest] <= 1:
+        shrinkable = [n for n in names if base[n] > 1]
+        if not shrinkable:
             return base
+        largest = max(shrinkable, key=lambda n: (base[n] / (LONG_AXIS_PREFERENCE if n in long else 1), n not in long))
         base = _consistent(info, {**base, largest: base[largest] // 2})
     return base
 
@@ -271,14 +294,16 @@ def scaled_to_fit(info: ProblemInfo, base: Mapping[str, int], fits: Callable[[di
     return None
 
 
-def _beyond_default(info: ProblemInfo, base: dict[str, int], name: str, cap: int, movable: list[str]) -> dict[str, int]:
+def _beyond_default(
+    info: ProblemInfo, base: dict[str, int], name: str, cap: int, movable: list[str], long: set[str],
+) -> dict[str, int]:
     """``base`` with ``name`` just past its default (up to ``cap``); the other constants give way
     (down to 1) to stay within :data:`CPU_ELEMENT_BUDGET`, and when that is not enough (sizes the
     file fixes in ``get_inputs()``: a 224x224 image), ``name`` itself stops short of the cap."""
     others = [n for n in movable if n != name and not _same_tuple(n, name)]
     value = grown_value(min(info.sizes[name], cap))
     while True:
-        sizes = within_cpu_budget(info, _consistent(info, {**base, name: value}), others)
+        sizes = within_cpu_budget(info, _consistent(info, {**base, name: value}), others, long=long)
         shapes = _meta_shapes(info, sizes)
         if shapes is None or shapes[0] + shapes[1] <= CPU_ELEMENT_BUDGET or value // 2 <= base[name]:
             return sizes
@@ -324,17 +349,17 @@ def verification_size_plan(info: ProblemInfo, device: Device) -> list[SizeSet]:
         explicit = dict(info.small_sizes or {})
         halved = info.cpu_sizes()
         base = _consistent(info, {**{k: halved[k] for k in free}, **explicit}, explicit)
+        long = long_axes(info, base, movable)
         if not explicit:
-            base = within_cpu_budget(info, base, movable)
+            base = within_cpu_budget(info, base, movable, CPU_TRIAL_BUDGET, long)
         sets = [SizeSet(base, "small")]
         sets += _generated_sets(info, base, movable)
-        long = long_axes(info, base, movable)
         for name in movable:
             if base[name] < info.sizes[name]:
                 cap = CPU_LONG_AXIS_CAP if name in long else CPU_BEYOND_CAP
                 grown = {**base, name: grown_value(min(info.sizes[name], cap))}
                 # A problem's own small set is its author's budget; a KernelBench file's is kgen's.
-                beyond = _consistent(info, grown) if explicit else _beyond_default(info, base, name, cap, movable)
+                beyond = _consistent(info, grown) if explicit else _beyond_default(info, base, name, cap, movable, long)
                 sets.append(SizeSet(beyond, "beyond_default"))
     else:
         base = dict(info.sizes)

@@ -272,6 +272,50 @@ def test_persistent_kernels_sized_by_the_sm_count_index_with_triton_integers():
         torch.testing.assert_close(out, rows / rows.sum(1, keepdim=True))
 
 
+# -- int32 overflow checks -------------------------------------------------------------------------
+@triton.jit
+def _walk_row(x_ptr, y_ptr, n):
+    acc = 0.0
+    for i in range(0, n):  # an int32 index: ``i + 1`` and ``j * 1`` are int32 arithmetic
+        j = i + 1
+        acc += tl.load(x_ptr + j * 1 - 1)
+        tl.store(y_ptr + i, acc)
+
+
+@triton.jit
+def _int32_sum(a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(a_ptr + offs) + tl.load(b_ptr + offs) - tl.load(b_ptr + offs) * 2)
+
+
+def test_int32_arithmetic_skips_the_overflow_check_whose_assertion_the_interpreter_drops():
+    """The check redoes each int32 operation in int64 (an int cast per operand) for an assertion
+    that only a ``debug`` build keeps: none of those casts may run, in loops or in block code."""
+    from triton.runtime.interpreter import interpreter_builder
+
+    casts = []
+    original = interpreter_builder.create_int_cast
+
+    def counted(*args, **kwargs):
+        casts.append(args)
+        return original(*args, **kwargs)
+
+    x = torch.randn(64)
+    y = torch.empty_like(x)
+    a = torch.tensor([2**31 - 1, -(2**31), 7, -5] * 4, dtype=torch.int32)
+    b = torch.tensor([1, -1, 2**30, 3] * 4, dtype=torch.int32)
+    out = torch.empty_like(a)
+    interpreter_builder.create_int_cast = counted
+    try:
+        _walk_row[(1,)](x, y, 64)
+        _int32_sum[(1,)](a, b, out, BLOCK=16)
+    finally:
+        interpreter_builder.create_int_cast = original
+    assert casts == []
+    torch.testing.assert_close(y, x.cumsum(0))
+    assert torch.equal(out, a + b - b * 2)  # wraps as int32 arithmetic does on a GPU
+
+
 # -- numerics ------------------------------------------------------------------------------------
 @triton.jit
 def _dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, MODE: tl.constexpr):

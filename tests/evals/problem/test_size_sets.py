@@ -3,6 +3,7 @@ indices and derived constants respected."""
 
 import math
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from kgen.evals.problem.format import ProblemError, load_problem, read_problem
 from kgen.evals.problem.size_sets import (
     CPU_BEYOND_CAP,
     CPU_LONG_AXIS_CAP,
+    CPU_TRIAL_BUDGET,
     fixed_sizes,
     free_size_names,
     grown_value,
@@ -325,7 +327,8 @@ def test_derived_constants_keep_their_relation_on_the_cpu_and_when_moved(tmp_pat
             for fallback in size_set.fallbacks:
                 assert fallback["K"] == 2 * fallback["M"] and fallback["groups"] == fallback["in_channels"]
     cpu = {s.origin: s.sizes for s in verification_size_plan(info, Device.CPU)}
-    assert cpu["small"] == {"M": 128, "K": 256, "in_channels": 128, "groups": 128}
+    # M walks the largest input's rows (its innermost length K = 2 M): the channels give way first
+    assert cpu["small"] == {"M": 32, "K": 64, "in_channels": 8, "groups": 8}
     problem = load_problem(info.path, cpu["grown"])
     problem.model_class(*problem.get_init_inputs())(*problem.get_inputs())
 
@@ -367,7 +370,8 @@ def test_a_long_axis_in_a_tuple_is_shrunk_and_then_taken_past_its_default(tmp_pa
             return [dim]
     """)
     plan = verification_size_plan(info, Device.CPU)
-    assert plan[0].sizes == {"batch_size": 128, "input_shape[0]": 128, "dim": 1}
+    # The rows give way to the CPU trial budget; the scanned axis keeps its small length.
+    assert plan[0].sizes == {"batch_size": 32, "input_shape[0]": 128, "dim": 1}
     beyond = [s.sizes for s in plan if s.origin == "beyond_default"]
     # The scanned axis goes past its default; the other constants give way to the CPU element budget.
     assert any(s["input_shape[0]"] == CPU_LONG_AXIS_CAP + 1 and s["dim"] == 1 for s in beyond)
@@ -381,3 +385,32 @@ def test_axis_index_recognises_names_elements_and_leaves_sizes():
     assert is_axis_index("perm_axes[5]", 5, length=6)  # a permutation of six axes
     assert not is_axis_index("dim", 16384) and not is_axis_index("dim[0]", 4096)
     assert not is_axis_index("hidden_dim", 2) and not is_axis_index("head_dim", 4) and not is_axis_index("dim1", 1)
+
+
+KERNELBENCH_LEVEL1 = Path(__file__).resolve().parents[2] / "fixtures" / "kernelbench" / "level1"
+
+
+@pytest.mark.parametrize("name", ["89_cumsum", "90_cumprod", "91_cumsum_reverse", "93_masked_cumsum",
+                                  "23_Softmax", "47_Sum_reduction_over_a_dimension"])
+def test_the_cpu_small_set_fits_the_trial_budget_keeping_the_walked_axis_and_the_capped_grid_sets(name):
+    """Most of a CPU verification's calls run at the small set, and the interpreter walks every row
+    step by step: the small set holds at most CPU_TRIAL_BUDGET elements, the rows giving way while
+    the axis a kernel walks keeps its length (or, where it must shrink too, stays the longest), and the sets past the defaults still reach a long
+    row and many rows (a grid capped at 1024 programs, a row capped at 4096)."""
+    info = read_problem(next(KERNELBENCH_LEVEL1.glob(f"{name}.py")))
+    plan = verification_size_plan(info, Device.CPU)
+    small = plan[0].sizes
+    movable = movable_sizes(info)
+    long = long_axes(info, info.cpu_sizes(), movable)
+    batch_like = [small[n] for n in movable if n not in long]
+    assert long and all(small[n] == info.cpu_sizes()[n] or small[n] >= max(batch_like, default=1) for n in long), (
+        small, long)
+    problem = load_problem(info.path, small)
+    inputs = [v for v in problem.get_inputs() if isinstance(v, torch.Tensor)]
+    outputs = problem.model_class(*problem.get_init_inputs())(*inputs)
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    assert sum(v.numel() for v in (*inputs, *outputs)) <= CPU_TRIAL_BUDGET
+    beyond = [s.sizes for s in plan if s.origin == "beyond_default"]
+    for n in movable:
+        cap = CPU_LONG_AXIS_CAP if n in long else CPU_BEYOND_CAP
+        assert any(s[n] > min(info.sizes[n], cap) for s in beyond), (n, beyond)
