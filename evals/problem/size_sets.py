@@ -337,21 +337,34 @@ def long_axes(info: ProblemInfo, base: Mapping[str, int], movable: Iterable[str]
     return found
 
 
+def cpu_small_set(info: ProblemInfo) -> dict[str, int]:
+    """The sizes a CPU verification compares every other set with (what `kgen problems show`
+    calls the CPU sizes): the problem's own small set, or for a KernelBench file its sizes
+    scaled down to :data:`CPU_TRIAL_BUDGET`."""
+    return _cpu_small_set(info, movable_sizes(info))[0]
+
+
+def _cpu_small_set(info: ProblemInfo, movable: list[str]) -> tuple[dict[str, int], set[str]]:
+    """The CPU's small set and the axes a kernel walks at it (they keep their length)."""
+    explicit = dict(info.small_sizes or {})
+    halved = info.cpu_sizes()
+    base = _consistent(info, {**{k: halved[k] for k in free_size_names(info)}, **explicit}, explicit)
+    long = long_axes(info, base, movable)
+    if not explicit:
+        base = within_cpu_budget(info, base, movable, CPU_TRIAL_BUDGET, long)
+    return base, long
+
+
 def verification_size_plan(info: ProblemInfo, device: Device) -> list[SizeSet]:
     """Every size set to verify at, first the one the others are compared with.
 
     Each set is complete and consistent: derived constants (``N = B * S``) are
     recomputed from the free ones, unless a set names them explicitly.
     """
-    free = free_size_names(info)
     movable = movable_sizes(info)
     if not device.is_gpu:
-        explicit = dict(info.small_sizes or {})
-        halved = info.cpu_sizes()
-        base = _consistent(info, {**{k: halved[k] for k in free}, **explicit}, explicit)
-        long = long_axes(info, base, movable)
-        if not explicit:
-            base = within_cpu_budget(info, base, movable, CPU_TRIAL_BUDGET, long)
+        explicit = bool(info.small_sizes)
+        base, long = _cpu_small_set(info, movable)
         sets = [SizeSet(base, "small")]
         sets += _generated_sets(info, base, movable)
         for name in movable:

@@ -14,6 +14,7 @@ from kgen.cli.terminal import console, fail_usage, new_table, print_code, print_
 from kgen.errors import KgenUsageError
 from kgen.evals.problem.catalog import catalog, resolve_problem
 from kgen.evals.problem.format import sizes_text
+from kgen.evals.problem.size_sets import cpu_small_set
 
 problems_app = typer.Typer(help="The problem catalog (KernelBench format).", no_args_is_help=True)
 
@@ -48,7 +49,7 @@ def problems_show(
         ("description", info.description or "-"),
         ("aliases", ", ".join(info.aliases) or "-"),
         ("default sizes", _sizes(info.sizes)),
-        ("CPU sizes", _sizes(info.cpu_sizes()) + ("" if info.small_sizes else " (scaled down)")),
+        ("CPU sizes", _sizes(cpu_small_set(info)) + ("" if info.small_sizes else " (scaled down)")),
         ("extra sizes", "; ".join(_sizes(s) for s in info.extra_sizes) or "-"),
         ("input distributions", ", ".join(info.input_distributions) or "default"),
         ("kgen metadata", "yes" if info.has_kgen_metadata else "no (plain KernelBench file)"),

@@ -15,7 +15,7 @@ from rich.table import Table
 from kgen.cli.terminal import new_table
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.problem.size_constants import base_name
-from kgen.evals.problem.size_sets import SizeSet, unmovable_reasons
+from kgen.evals.problem.size_sets import SizeSet, cpu_small_set, unmovable_reasons
 
 
 def _moves(plan: list[SizeSet], key: str) -> str:
@@ -36,7 +36,7 @@ def _tuple_text(sizes: Mapping[str, int], keys: list[str]) -> str:
 
 def size_table(info: ProblemInfo, plans: Mapping[str, list[SizeSet]]) -> Table:
     """Every size key with default, CPU and moved values (one column per plan), and why a key stays."""
-    cpu = info.cpu_sizes()
+    cpu = cpu_small_set(info)
     reasons = unmovable_reasons(info)
     columns = ("constant", "default", "CPU", *(f"other values ({d} plan)" for d in plans), "note")
     table = new_table("size constants", *columns, whole=("constant", "default", "CPU"))

@@ -15,6 +15,7 @@ from kgen.evals.problem.size_sets import (
     CPU_BEYOND_CAP,
     CPU_LONG_AXIS_CAP,
     CPU_TRIAL_BUDGET,
+    cpu_small_set,
     fixed_sizes,
     free_size_names,
     grown_value,
@@ -414,3 +415,13 @@ def test_the_cpu_small_set_fits_the_trial_budget_keeping_the_walked_axis_and_the
     for n in movable:
         cap = CPU_LONG_AXIS_CAP if n in long else CPU_BEYOND_CAP
         assert any(s[n] > min(info.sizes[n], cap) for s in beyond), (n, beyond)
+
+
+@pytest.mark.parametrize("name", ["89_cumsum", "23_Softmax", "36_RMSNorm_", "47_Sum_reduction_over_a_dimension"])
+def test_the_cpu_sizes_shown_are_the_small_set_a_cpu_verification_compares_with(name):
+    """`kgen problems show` reads :func:`cpu_small_set`: for a KernelBench file it is the
+    budgeted set, not ``cpu_sizes()``'s plain halving (128 x 128 for a scan, verified as 32 x 128)."""
+    info = read_problem(next(KERNELBENCH_LEVEL1.glob(f"{name}.py")))
+    assert cpu_small_set(info) == verification_size_plan(info, Device.CPU)[0].sizes
+    catalog_info = next(i for i in catalog() if i.name == "rmsnorm_forward")
+    assert cpu_small_set(catalog_info) == verification_size_plan(catalog_info, Device.CPU)[0].sizes
