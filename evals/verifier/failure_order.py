@@ -62,7 +62,9 @@ def in_baseline(ctx: VerifierContext, trial: Trial) -> bool:
 def baseline_passed(ctx: VerifierContext) -> bool:
     """The premise of rule 5: the problem's own inputs passed and no baseline trial failed (a
     baseline trial the reference could not judge, skipped, counts neither way)."""
-    return "normal" in ctx.passed_distributions and not BASELINE & set(ctx.failed_distributions)
+    return "normal" in ctx.passed_distributions and not any(
+        not t.passed and in_baseline(ctx, t) for t in ctx.report.trials
+    )
 
 
 def baseline_words(ctx: VerifierContext) -> str:
