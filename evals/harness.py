@@ -67,7 +67,7 @@ class EvalOptions(BaseModel):
     timeout_s: float = evaluation_field("timeout_s")
     #: verify at the problem's small (CPU) size plan even on a GPU: quick checks, red-team runs
     small_sizes: bool = evaluation_field("small_sizes")
-    #: run the input distributions beyond "normal" (precision probes, magnitudes, skewed ids)
+    #: run the input distributions beyond the problem's own inputs ("normal"): N(0, 1) where those are of one sign, probes, magnitudes, ids
     distributions: bool = evaluation_field("distributions")
     #: train a small model with the candidate's gradient (backward problems)
     train_check: bool = evaluation_field("train_check")

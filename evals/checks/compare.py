@@ -308,11 +308,12 @@ def mismatch_text(c: OutputComparison) -> str:
     tests failed, by how much, and how many elements (a count, never a rounded-away 0.00%)."""
     total = max(1, _numel(c.shape))
     over = c.rel_l2_error / max(c.tolerance_rel_l2, 1e-300)
-    l2 = (
-        f"normalised (rel-L2) error {c.rel_l2_error:.3g}, {over:.3g}x the tolerance {c.tolerance_rel_l2:.3g}"
-        if c.rel_l2_error > c.tolerance_rel_l2
-        else f"normalised (rel-L2) error {c.rel_l2_error:.3g} within its tolerance {c.tolerance_rel_l2:.3g}"
-    )
+    if not math.isfinite(c.rel_l2_error):
+        l2 = _no_relative_error(c)
+    elif c.rel_l2_error > c.tolerance_rel_l2:
+        l2 = f"normalised (rel-L2) error {c.rel_l2_error:.3g}, {over:.3g}x the tolerance {c.tolerance_rel_l2:.3g}"
+    else:
+        l2 = f"normalised (rel-L2) error {c.rel_l2_error:.3g} within its tolerance {c.tolerance_rel_l2:.3g}"
     if c.mismatched_count:
         share = f"{c.mismatched_count} of {total} elements ({_share(c.mismatched_count, total)}) outside the elementwise bound"
     else:
@@ -320,6 +321,18 @@ def mismatch_text(c: OutputComparison) -> str:
     return (
         f"output {c.index} ({c.dtype}, shape {tuple(c.shape)}) differs from the fp64 reference: {l2}; {share}; "
         f"worst at {tuple(c.worst_index)} (|diff| {c.max_abs_error:.3g})"
+    )
+
+
+def _no_relative_error(c: OutputComparison) -> str:
+    """The words for a rel-L2 error that is no number: the reference's norm is zero (every element
+    0 where the output is not), so no error relative to it exists, or the error's own norm
+    overflows fp64 (only an fp64 output past 1e154 can). Never "inf x the tolerance"."""
+    if c.dtype == "float64" and c.max_abs_error > 1e150:
+        return f"the error is too large to measure (its norm overflows fp64; largest |diff| {c.max_abs_error:.3g})"
+    return (
+        "the reference is zero everywhere here (its norm is 0) and the output is not, so no relative error "
+        f"exists (largest |diff| {c.max_abs_error:.3g})"
     )
 
 

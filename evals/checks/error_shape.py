@@ -228,7 +228,11 @@ def passed_before(trials: list) -> str:
     passed = [t for t in trials if t.passed]
     if not passed:
         return "nothing passed before it (it is the first trial)"
-    distributions = sorted({t.distribution for t in passed})
+    # the problem's own inputs (``normal``) first and in words: they are not N(0, 1)
+    distributions = [
+        "the problem's own inputs" if d == "normal" else d
+        for d in sorted({t.distribution for t in passed}, key=lambda d: (d != "normal", d))
+    ]
     sizes = {tuple(sorted(t.sizes.items())) for t in passed}
     return (
         f"passed before it: {len(passed)} trial(s) over {len(distributions)} input distribution(s) "

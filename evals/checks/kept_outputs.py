@@ -80,3 +80,13 @@ class KeptOutputs:
         """(call, output index) of a kept output that no longer equals its copy: the first in call
         order when every output is held, else the first seen."""
         return self._seen or self._scan()
+
+    def repeats_last_call(self, outputs: list[Any]) -> bool:
+        """Whether some output of this call equals, bit for bit, the same output of the call kept
+        last (its copy, taken when it returned): the evidence of a cache, which hands back what
+        it computed before. A fresh output, however wrong, is not that."""
+        last = {k.index: k.copy for k in self.kept if k.call == self.calls - 1}
+        return any(
+            isinstance(out, torch.Tensor) and i in last and same_values(out.detach(), last[i])
+            for i, out in enumerate(outputs)
+        )

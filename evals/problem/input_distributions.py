@@ -12,7 +12,16 @@ evaluated on the transformed inputs, so a transform never has to keep a
 problem's inputs mutually consistent: the distribution changes the question,
 and the reference answers the new question.
 
-``normal``              the inputs as ``get_inputs()`` drew them (same objects).
+``normal``              the inputs as ``get_inputs()`` drew them (same objects): *the problem's
+                        own inputs*, whatever law they follow (KernelBench's ReLU draws
+                        ``torch.rand``, all positive), and so named wherever a person reads it
+                        (:func:`inputs_phrase`); ``normal`` is the stable key the results keep.
+``standard_normal``     only for a problem whose largest floating input is of one sign as drawn
+                        (:func:`distributions_for`): that input redrawn from N(0, 1), so a kernel
+                        that is right only for one sign (``abs`` for ReLU) meets both before any
+                        stress distribution. Part of the baseline with ``normal``
+                        (:data:`BASELINE`); self-checked, so a reference taken out of its domain
+                        (the log of a negative number) skips the trial.
 ``uniform``             every floating tensor redrawn from ``U(-a, a)`` with the
                         original's standard deviation (``a = sqrt(3) * std``); a
                         tensor that was never negative (``rand() + 0.5``, saved
@@ -183,14 +192,33 @@ ALWAYS = (
     "far_negative", "near_negative", "far_positive", *STRUCTURED,
 )
 #: Distributions judged only where the problem's reference in its own dtypes passes on them.
-SELF_CHECKED = frozenset({"mean_shift", "wide_range", "far_negative", "near_negative", "far_positive", *STRUCTURED})
+SELF_CHECKED = frozenset({
+    "mean_shift", "wide_range", "far_negative", "near_negative", "far_positive", "standard_normal", *STRUCTURED,
+})
 #: Distributions applied to the largest floating input only (the activations): moving every
 #: input at once compounds (a gradient times a scaled input times a scaled weight overflows
 #: any dtype), while one moved tensor is what a residual stream or an outlier layer gives.
-LARGEST_ONLY = frozenset({"mean_shift", "wide_range", "far_negative", "near_negative", "far_positive", *STRUCTURED})
+LARGEST_ONLY = frozenset({
+    "mean_shift", "wide_range", "far_negative", "near_negative", "far_positive", "standard_normal", *STRUCTURED,
+})
 #: Run whenever some input is an integer tensor (ids, targets, indices).
 FOR_INTEGER_INPUTS = ("zipf_ids", "repeated_id")
-KNOWN_DISTRIBUTIONS = ALWAYS + FOR_INTEGER_INPUTS
+#: Run, right after ``normal``, when the largest floating input as drawn has one sign only.
+FOR_ONE_SIGNED_INPUTS = ("standard_normal",)
+KNOWN_DISTRIBUTIONS = ALWAYS + FOR_INTEGER_INPUTS + FOR_ONE_SIGNED_INPUTS
+#: The baseline every other distribution is judged against: the problem's own inputs and, where
+#: those are of one sign, standard-normal ones. A kernel wrong on them is wrong, not wrong "only
+#: on some distribution" (``evals/verifier/failure_order.py``).
+BASELINE = frozenset({"normal", *FOR_ONE_SIGNED_INPUTS})
+
+#: What each distribution is called where a person reads it; the rest by their own names.
+_PHRASES = {"normal": "the problem's own inputs", "standard_normal": "standard-normal N(0, 1) inputs"}
+
+
+def inputs_phrase(name: str) -> str:
+    """The inputs of a distribution in words: ``normal`` is the problem's own ``get_inputs()``
+    (not N(0, 1): a KernelBench file may draw ``torch.rand``), the rest "<name> inputs"."""
+    return _PHRASES.get(name, f"{name} inputs")
 
 
 def is_integer_tensor(value: Any) -> bool:
@@ -233,10 +261,16 @@ def distributions_for(info: ProblemInfo, inputs: Sequence[Any]) -> list[str]:
     * ``zipf_ids`` and ``repeated_id`` whenever some input is an integer tensor,
       declared or not: a KernelBench file with uniform token ids must not hide a
       bf16 embedding-gradient accumulator.
+    * ``standard_normal``, second, when the largest floating input is of one sign as
+      drawn (``torch.rand``): the problem's own inputs then never show a kernel a
+      negative (or a positive) value.
     * whatever the problem declares in ``KGEN_INPUT_DISTRIBUTIONS`` (an unknown
       name is a ValueError naming the known ones).
     """
     chosen = list(ALWAYS)
+    largest = _largest_float_index(inputs)
+    if largest is not None and _one_sign(inputs[largest]) is not None:
+        chosen[1:1] = FOR_ONE_SIGNED_INPUTS
     if any(is_integer_tensor(x) for x in inputs):
         chosen += FOR_INTEGER_INPUTS
     for name in info.input_distributions:
@@ -486,6 +520,13 @@ def _one_sign(x: torch.Tensor) -> float | None:
     return -1.0 if bool((finite <= 0).all()) else None
 
 
+def _standard_normal(x: Any, generator: torch.Generator) -> Any:
+    """A one-signed floating tensor redrawn from N(0, 1); a signed one is left as drawn."""
+    if not _is_float_tensor(x) or _one_sign(x) is None:
+        return x
+    return _like(x, torch.randn(x.shape, generator=generator, dtype=_work_dtype(x)))
+
+
 def _sparse_spikes(x: Any, generator: torch.Generator) -> Any:
     if not _is_float_tensor(x):
         return x
@@ -516,5 +557,6 @@ _TRANSFORMS: dict[str, Callable[[Any, torch.Generator], Any]] = {
     "far_positive": _far_tail(1.0),
     "sparse_spikes": _sparse_spikes,
     "row_scales": _row_scales,
+    "standard_normal": _standard_normal,
 }
 assert set(_TRANSFORMS) == set(KNOWN_DISTRIBUTIONS)

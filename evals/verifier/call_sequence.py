@@ -23,6 +23,10 @@ sandbox's audit hook, which Python code cannot see), every output kept
 6. the very buffers of call 5, with a small block near the start changed in
    place (``stale_output``: a cache keyed on the address and a prefix).
 
+Calls 5 and 6 name ``stale_output`` only when the wrong output is the previous call's, bit
+for bit (what a cache hands back); a fresh output wrong for the changed values is
+``numerical_mismatch`` (``failure_order.py``: a class that claims a cause needs its premise).
+
 Around every call the module's tensors (parameters, buffers, tensor
 attributes, the candidate file's tensor globals) are fingerprinted; a change
 the reference module does not make in the same call is ``state_mutation``. An
@@ -169,6 +173,8 @@ def run_call_sequence(ctx: VerifierContext, problem: Any, seed: int) -> Sequence
         if failure is not None:
             if name.startswith("clock") and _wrong_without_the_clock(ctx, candidate, saved, native, ref64, what):
                 name = "plain"  # wrong unwatched whatever the clock says: it tells watched calls apart
+            if name in ("partial", "in_place") and not kept.repeats_last_call(outputs):
+                name = "fresh"  # an output of its own, wrong for these values: no cache returned it
             raise Rejected(*_name(name, failure, what))
         check_aliases(ctx, aliased_outputs(outputs, args), what)
         changed = changed_state(before, candidate, globals_of)
@@ -295,7 +301,14 @@ def _name(step: str, failure: Any, what: str) -> tuple[RejectionClass, str]:
             "right until new weights were loaded into it, wrong after: it computes from a copy taken earlier: "
             f"{failure} ({what})",
         )
+    if step == "fresh":
+        return (
+            RejectionClass.MISMATCH,
+            "wrong on the previous call's inputs with one block of values changed, with an output of its own "
+            f"(not the previous call's: no cache), so wrong on those values: {failure} ({what})",
+        )
     return (
         RejectionClass.STALE_OUTPUT,
-        f"wrong when only part of an input changed: an output cached on part of its input: {failure} ({what})",
+        "wrong when only part of an input changed, returning the previous call's output: an output cached on "
+        f"part of its input: {failure} ({what})",
     )

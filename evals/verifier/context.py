@@ -70,6 +70,8 @@ class VerifierContext:
     #: where the ghost check and the call sequence run: the first size set, or smaller sizes
     #: when the device cannot hold its reference (``correctness_stage.trial_plan``)
     behaviour_sizes: dict[str, int] = field(default_factory=dict)
+    #: the sizes the plan runs the baseline distributions at (``failure_order.in_baseline``)
+    baseline_sizes: list[dict[str, int]] = field(default_factory=list)
     #: size sets kgen made up: a reference that cannot run them skips the trial, never fails it
     generated: list[dict[str, int]] = field(default_factory=list)
     #: problem modules loaded at each set of sizes (``trial_parts.problem_at``)

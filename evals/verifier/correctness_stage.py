@@ -1,10 +1,11 @@
 """The correctness stage: the trial plan against the fp64 reference, then the ghost check,
 the plain call sequence, the cache probe and, on a GPU, the race check.
 
-Trials run in a fixed order, so a failure can be named by what passed before it: the
-default sizes on normal inputs over every seed first, then the other input distributions,
-then the other size sets (``trials.py``), then one trial per varied argument other than a size
-(``argument_trials.py``). Then the ghost check (kernels switched off must
+Trials run in a fixed order, so a failure can be named by what passed before it
+(``failure_order.py`` states the naming): the baseline first, the default sizes on the
+problem's own inputs over every seed and, where those are of one sign, standard-normal
+inputs; then the other input distributions, then the other size sets (``trials.py``), then
+one trial per varied argument other than a size (``argument_trials.py``). Then the ghost check (kernels switched off must
 change the output, ``ghost_check.py``), the input-sensitivity check (on a low-signal problem
 the output must follow its inputs, ``input_sensitivity.py``), the uninstrumented call sequence
 (``call_sequence.py``), the cache probe (new values in the same buffers must give new
@@ -42,12 +43,14 @@ def trial_plan(ctx: VerifierContext) -> list[tuple[dict[str, int], str, int]]:
     rest = ctx.memory.scaled(info, first_sizes) or first_sizes
     ctx.behaviour_sizes = rest
     plan = [(first_sizes, "normal", seeds[0])] + [(rest, "normal", seed) for seed in seeds[1:]]
+    ctx.baseline_sizes = [first_sizes, rest]
     if ctx.request.distributions:
         ctx.torch.manual_seed(seeds[0])
         problem = load_problem(ctx.request.problem_path, rest)
         names = [d for d in distributions_for(problem.info, problem.get_inputs()) if d != "normal"]
         drawn = ctx.memory.distribution_sizes(info, rest) or rest
         probe_sizes = ctx.request.probe_sizes or drawn
+        ctx.baseline_sizes.append(drawn)  # where standard-normal inputs run, when they do
         plan += [
             (probe_sizes if name in PROBE_DISTRIBUTIONS else drawn, name, seeds[(i + 1) % len(seeds)])
             for i, name in enumerate(names)

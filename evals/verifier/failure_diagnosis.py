@@ -4,17 +4,15 @@ A trial (``trials.py``) finds that the candidate's outputs failed; the functions
 given the verifier's context (``ctx``), decide what to tell the kernel's author: the
 error's pattern and what passed before (:func:`explain`), the one change that would
 fix it when there is one (:func:`diagnose`: strided inputs, stale weights, the
-module's mode, unmatched parameters), and the verification class (:func:`name_failure`;
-a narrow accumulator is ``trials.probe_precision``'s to find, as it runs more trials).
+module's mode, unmatched parameters). The verification class itself is decided in one
+place, by the stated order of ``failure_order.py``.
 :func:`ill_conditioned` tells a trial no fp32 kernel could pass from one the candidate failed.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
 
-from kgen.evals.checks.candidate_call import same_values
 from kgen.evals.checks.compare import (
     ComparisonFailure,
     compare_output,
@@ -28,9 +26,7 @@ from kgen.evals.checks.error_shape import (
     precision_advice,
     reference_from_rounded,
 )
-from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
-from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
-from kgen.evals.problem.format import flatten_outputs, sizes_text
+from kgen.evals.problem.format import flatten_outputs
 from kgen.evals.problem.layout import compact_copies, copy_inputs, describe_layout, is_plain_layout
 from kgen.evals.problem.policies import Precision
 from kgen.evals.verdict import RejectionClass, Trial
@@ -169,37 +165,3 @@ def plain_call_matches(
     if len(outputs) != len(ref64) or not all(isinstance(o, ctx.torch.Tensor) for o in outputs):
         return False
     return outputs_failure(outputs, ref64, ctx.precision) is None
-
-
-def name_failure(ctx: VerifierContext, failure, trial: Trial, outputs: list[Any], what: str) -> tuple[RejectionClass, str]:
-    """Which class of the verification table a numerical failure belongs to."""
-
-    detail = f"{failure} ({what})"
-    if ctx.previous_outputs and any(
-        isinstance(o, type(p)) and same_values(o, p) for o, p in zip(outputs, ctx.previous_outputs, strict=False)
-    ):
-        return RejectionClass.STALE_OUTPUT, f"returned the previous call's output for new inputs: {detail}"
-    worst = max(o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300) for o in trial.outputs)
-    ctx.failed_distributions[trial.distribution] = worst
-    normal_passed = "normal" in ctx.passed_distributions
-    if trial.distribution in PROBE_DISTRIBUTIONS and fits_low_precision_accumulation(
-        dict(ctx.failed_distributions), set(ctx.passed_distributions)
-    ):
-        return (
-            RejectionClass.LOW_PRECISION_ACCUMULATION,
-            f"right on normal inputs, wrong on {trial.distribution} inputs built to expose low-precision "
-            f"accumulation: {detail}",
-        )
-    if trial.distribution != "normal" and normal_passed:
-        return (
-            RejectionClass.INPUT_DISTRIBUTION,
-            f"right on normal inputs, wrong on {trial.distribution} inputs: {detail}",
-        )
-    if trial.sizes != ctx.request.size_sets[0] and normal_passed:
-        return (
-            RejectionClass.SHAPE_SPECIALISATION,
-            f"right at sizes {sizes_text(ctx.request.size_sets[0])}, wrong at other sizes: {detail}",
-        )
-    if trial.seed != ctx.request.seeds[0] and normal_passed:
-        return RejectionClass.SHAPE_SPECIALISATION, f"right for seed {ctx.request.seeds[0]}, wrong for another: {detail}"
-    return failure.rejection, detail

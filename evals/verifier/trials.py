@@ -20,11 +20,11 @@ from kgen.evals.checks.compare import ComparisonFailure, check_structure, compar
 from kgen.evals.checks.error_shape import product_operands
 from kgen.evals.checks.poison import check_unwritten
 from kgen.evals.checks.precision_probe import ACCUMULATION_PROBES as PROBE_DISTRIBUTIONS
-from kgen.evals.checks.precision_probe import fits_low_precision_accumulation
 from kgen.evals.problem.format import ProblemError, load_problem, sizes_text
 from kgen.evals.problem.input_distributions import (
     SELF_CHECKED,
     distributions_for,
+    inputs_phrase,
     representable,
     undefined,
     vanishes,
@@ -35,9 +35,9 @@ from kgen.evals.verifier.failure_diagnosis import (
     diagnose,
     explain,
     ill_conditioned,
-    name_failure,
     tf32_ill_conditioned,
 )
+from kgen.evals.verifier.failure_order import after_probes, name_failure
 from kgen.evals.verifier.race_check import race_in_failure
 from kgen.evals.verifier.trial_parts import inputs_for, models, problem_at, references
 from kgen.evals.verifier.watched_call import check_aliases, watched_call
@@ -61,7 +61,7 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
 
     torch = ctx.torch
     started = time.monotonic()
-    what = f"seed {seed}, {distribution} inputs, sizes {sizes_text(problem.sizes)}"
+    what = f"seed {seed}, {inputs_phrase(distribution)}, sizes {sizes_text(problem.sizes)}"
     if problem.arguments:
         what += ", " + ", ".join(f"{k}={v!r}" for k, v in problem.arguments.items())
     inputs = inputs_for(ctx, problem, seed, distribution)
@@ -166,10 +166,10 @@ def run_trial(ctx: VerifierContext, sizes: dict[str, int], distribution: str, se
         ctx.report.skipped.append(str(exc))
         return True
     except Rejected as exc:
-        if exc.rejection is RejectionClass.MISMATCH and distribution not in PROBE_DISTRIBUTIONS:
-            probe_precision(ctx, problem_at(ctx, sizes), seed, exc)
-        first = ctx.request.size_sets[0]
         named = exc
+        if exc.rejection is RejectionClass.MISMATCH and distribution not in PROBE_DISTRIBUTIONS:
+            named = probe_precision(ctx, problem_at(ctx, sizes), seed, exc)
+        first = ctx.request.size_sets[0]
         if (exc.rejection in (RejectionClass.RUNTIME_ERROR, RejectionClass.CONSTRUCTION_ERROR)
                 and sizes != first and "normal" in ctx.passed_distributions):
             named = Rejected(
@@ -196,11 +196,13 @@ def size_note(ctx: VerifierContext, sizes: dict[str, int]) -> str:
     return ""
 
 
-def probe_precision(ctx: VerifierContext, problem: LoadedProblem, seed: int, failure: Rejected) -> None:
-    """A mismatch on ordinary inputs: if the probe inputs make it much worse, it is an
-    accumulator too narrow for its sums (a bf16 running sum feeding an fp32 output
-    fails even on normal inputs), and the verdict should say so."""
+def probe_precision(ctx: VerifierContext, problem: LoadedProblem, seed: int, failure: Rejected) -> Rejected:
+    """A mismatch: the probe inputs run too, and if they make it much worse the failure is
+    renamed or given a hint by ``failure_order.after_probes`` (a narrow accumulator past the
+    baseline; on the baseline a bf16 running sum feeding an fp32 output fails the problem's own
+    inputs already, and stays a mismatch with the pattern named). Returns the failure to raise."""
 
+    failed = ctx.report.trials[-1]
     if ctx.request.probe_sizes and ctx.request.probe_sizes != problem.sizes:
         problem = load_problem(ctx.request.problem_path, ctx.request.probe_sizes)
     probes = [d for d in distributions_for(problem.info, problem.get_inputs()) if d in PROBE_DISTRIBUTIONS]
@@ -209,10 +211,7 @@ def probe_precision(ctx: VerifierContext, problem: LoadedProblem, seed: int, fai
             trial(ctx, problem, seed, probe)  # a failure records its error ratio
         except (Rejected, SkipTrial):
             continue
-    if fits_low_precision_accumulation(dict(ctx.failed_distributions), set(ctx.passed_distributions)):
-        worst = max(ctx.failed_distributions, key=ctx.failed_distributions.get)
-        raise Rejected(
-            RejectionClass.LOW_PRECISION_ACCUMULATION,
-            f"{failure}; on {worst} inputs, built to expose narrow accumulators, the error grows to "
-            f"{ctx.failed_distributions[worst]:.0f}x the tolerance: the pattern of low-precision accumulation",
-        ) from failure
+    named = after_probes(ctx, failed, failure)
+    if named is None:
+        return failure
+    return Rejected(*named, failure.evidence)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 #: Distribution names shortened in the trials table, so its columns fit an 80-column terminal.
 _SHORT_DISTRIBUTION = {
+    "normal": "own", "standard_normal": "N(0,1)",
     "accumulation_probe": "accum_probe", "sparse_spikes": "spikes", "far_negative": "far_neg", "near_negative": "near_neg", "far_positive": "far_pos",
 }
 
@@ -58,18 +59,20 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
         stages.add_row(stage.name, _STATUS_STYLE[stage.status], f"{stage.seconds:.1f}", escape(stage.message))
     print_table(stages, console)
     if result.trials:
-        trials = new_table("correctness trials: rel-L2 error vs the fp64 reference (worst output); eager = the "
-                           "reference in the problem's own dtypes", *_TRIAL_COLUMNS, whole=_TRIAL_COLUMNS[:1] + _TRIAL_COLUMNS[3:])
+        trials = new_table("correctness trials: rel-L2 error vs the fp64 reference (worst output); inputs own = the "
+                           "problem's own get_inputs(); eager = the reference in the problem's own dtypes",
+                           *_TRIAL_COLUMNS, whole=_TRIAL_COLUMNS[:1] + _TRIAL_COLUMNS[3:])
         for trial in result.trials:
             sizes = "x".join(str(v) for v in trial.sizes.values())
             varied = "".join(f" {k}={v!r}" for k, v in trial.arguments.items())
             if not trial.outputs:
-                trials.add_row(str(trial.seed), trial.distribution + varied, sizes, str(trial.launches), "-", "-", "-", "[red]no[/]")
+                trials.add_row(str(trial.seed), _SHORT_DISTRIBUTION.get(trial.distribution, trial.distribution) + varied, sizes, str(trial.launches), "-", "-", "-", "[red]no[/]")
                 continue
             worst = max(trial.outputs, key=lambda o: o.rel_l2_error / max(o.tolerance_rel_l2, 1e-300))
             native = worst.reference_dtype_rel_l2_error
             trials.add_row(
-                str(trial.seed), _SHORT_DISTRIBUTION.get(trial.distribution, trial.distribution) + varied, sizes, str(trial.launches), f"{worst.rel_l2_error:.1e}",
+                str(trial.seed), _SHORT_DISTRIBUTION.get(trial.distribution, trial.distribution) + varied, sizes,
+                str(trial.launches), _rel_l2_cell(worst.rel_l2_error),
                 f"{worst.tolerance_rel_l2:.0e}", "-" if native is None else f"{native:.1e}",
                 "[green]yes[/]" if trial.passed else "[red]no[/]",
             )
@@ -94,6 +97,12 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
         for line in result.bench.lines():
             console.print(f"timing: {escape(line)}", highlight=False, soft_wrap=True)
     console.print(verdict_line(result), highlight=False, soft_wrap=True)
+
+
+def _rel_l2_cell(error: float) -> str:
+    """A rel-L2 error for the table: an infinite one means the reference is zero there (no
+    relative error exists), and says so instead of "inf"."""
+    return "ref=0" if error == float("inf") else f"{error:.1e}"
 
 
 def _opt(value: int | None) -> str:

@@ -119,7 +119,7 @@ BENCH_FLAGS: tuple[CommandFlag, ...] = (
                 annotation=Path, default=Path("kgen-bench")),
     CommandFlag("device", ("--device",), "auto (GPU if present), cpu (verification only), cuda."),
     CommandFlag("no_verify", ("--no-verify",),
-                "Quick check only (one seed, normal inputs) before timing; on a CPU: nothing to run.",
+                "Quick check only (one seed, the problem's own inputs) before timing; on a CPU: nothing to run.",
                 annotation=bool, default=False),
     CommandFlag("small_sizes", ("--small",), "Verify at the small size sets (timing stays at the default sizes)."),
     CommandFlag("timeout_s", ("--timeout",), "Time limit per candidate, seconds.", default=600.0, min=1),

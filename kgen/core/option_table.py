@@ -406,7 +406,7 @@ Where candidates are evaluated: "local" (child processes on this machine) or
     Option(
         name="distributions", annotation=bool, default=True, section=EVALUATION, scope="evaluation",
         run=None, eval_field="distributions", expected="true or false",
-        help="Run the input distributions beyond 'normal' (magnitudes, precision probes, skewed ids).",
+        help="Run the input distributions beyond the problem's own inputs (N(0, 1) where those are of one sign, magnitudes, precision probes, skewed ids).",
     ),
     Option(
         name="bench", annotation=bool, default=False, section=EVALUATION, scope="evaluation",

@@ -110,3 +110,16 @@ def test_plain_views_of_a_fresh_buffer_and_an_overlapping_reference_pass_the_str
     check_structure([buf.view(6, 8).t()], [ref])  # column-major is dense too
     row = torch.randn(1, 6)
     check_structure([row.expand(8, 6)], [row.expand(8, 6)])  # the reference broadcasts as well
+
+
+@pytest.mark.parametrize("shape", [(8,), (4, 6), (2, 3, 5)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_zero_reference_is_said_in_words_not_as_an_infinite_ratio(shape, dtype):
+    """A reference that is zero everywhere (ReLU of all-negative inputs) has no relative error:
+    the message says so, with the largest difference, never "inf" or "infx the tolerance"."""
+    out = torch.full(shape, 0.75, dtype=dtype)
+    failure = failure_of([compare_output(0, out, torch.zeros(shape, dtype=torch.float64))])
+    assert failure is not None and failure.rejection is RejectionClass.MISMATCH
+    text = str(failure)
+    assert "inf" not in text, text
+    assert "the reference is zero everywhere here" in text and "|diff| 0.75" in text

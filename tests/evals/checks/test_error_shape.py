@@ -125,7 +125,7 @@ def test_passed_before_summarises_the_trials_that_passed():
         Trial(seed=1, sizes={"n": 5}, distribution="normal", passed=False),
     ]
     text = passed_before(trials)
-    assert "2 trial(s)" in text and "large, normal" in text and "1 size set(s)" in text
+    assert "2 trial(s)" in text and "(the problem's own inputs, large)" in text and "1 size set(s)" in text
     assert "first trial" in passed_before([])
 
 

@@ -10,12 +10,14 @@ from kgen.evals.checks.compare import compare_output
 from kgen.evals.problem.catalog import catalog
 from kgen.evals.problem.format import ProblemInfo, flatten_outputs, load_problem
 from kgen.evals.problem.input_distributions import (
+    BASELINE,
     FAR_TAIL_EDGE,
     KNOWN_DISTRIBUTIONS,
     SELF_CHECKED,
     apply_distribution,
     distribution_generator,
     distributions_for,
+    inputs_phrase,
     representable,
     undefined,
     vanishes,
@@ -120,6 +122,9 @@ def test_same_seed_same_inputs_other_seed_other_inputs(name):
     a = apply_distribution(name, inputs, distribution_generator(7, name))
     b = apply_distribution(name, inputs, distribution_generator(7, name))
     assert all(torch.equal(x, y) for x, y in zip(a[:3], b[:3], strict=True))
+    if name == "standard_normal":  # a no-op on these signed inputs: one of one sign is redrawn
+        inputs = [torch.rand(64, 256, generator=_gen(2)), *inputs[1:]]
+        a = apply_distribution(name, inputs, distribution_generator(7, name))
     if name not in ("large", "small", "wide_range", "far_negative", "near_negative", "far_positive"):  # deterministic moves
         c = apply_distribution(name, inputs, distribution_generator(8, name))
         assert not all(torch.equal(x, y) for x, y in zip(a[:3], c[:3], strict=True))
@@ -345,3 +350,29 @@ def test_a_reference_taken_out_of_its_domain_is_undefined_not_wrong():
     assert undefined(torch.tensor([1.0, float("nan")], dtype=torch.float64))
     assert not undefined(torch.tensor([1.0, float("-inf")], dtype=torch.float64))
     assert not undefined(torch.tensor([1, 2]))
+
+
+@pytest.mark.parametrize(("drawn", "expected"), [
+    (lambda g: torch.rand(64, 32, generator=g), True),  # KernelBench's activations
+    (lambda g: -torch.rand(64, 32, generator=g) - 0.1, True),  # never positive
+    (lambda g: torch.rand(64, 32, generator=g, dtype=torch.float64) + 0.5, True),
+    (lambda g: torch.randn(64, 32, generator=g), False),  # both signs already
+])
+def test_standard_normal_runs_second_exactly_when_the_problems_own_inputs_have_one_sign(drawn, expected):
+    x = drawn(_gen(4))
+    small_signed = torch.randn(3, generator=_gen(5))  # not the largest input: it decides nothing
+    names = distributions_for(_info(), [x, small_signed])
+    assert ("standard_normal" in names) is expected
+    if expected:
+        assert names[:2] == ["normal", "standard_normal"]
+        moved, kept = apply_distribution("standard_normal", [x, small_signed], distribution_generator(1, "standard_normal"))
+        assert (moved < 0).any() and (moved > 0).any() and moved.dtype == x.dtype
+        assert abs(moved.double().std().item() - 1.0) < 0.1
+        assert torch.equal(kept, small_signed)
+
+
+def test_the_problems_own_inputs_are_named_for_what_they_are():
+    assert inputs_phrase("normal") == "the problem's own inputs"
+    assert inputs_phrase("standard_normal") == "standard-normal N(0, 1) inputs"
+    assert inputs_phrase("large") == "large inputs"
+    assert {"normal", "standard_normal"} == set(BASELINE)
