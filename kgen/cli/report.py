@@ -28,8 +28,10 @@ def report_command(
     candidate: Annotated[str | None, typer.Option(
         "--candidate", metavar="ID", help="Also trace this candidate's lineage (e.g. g2-c01), not only the winners'.")] = None,
 ) -> None:
-    """Write an HTML report of a run: progress, the winner's lineage with diffs, verification
-    margins, operators, the final kernels and the models' cost.
+    """Write an HTML report of a run: progress, lineage with diffs, margins, kernels and cost.
+
+    The report shows the winner's lineage with a diff per step, the verification margins, the
+    operators that helped, the final kernels and what the models cost.
 
     Example: kgen report 20261122-081500-3fa9c1 --open
     """
