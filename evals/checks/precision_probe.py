@@ -101,7 +101,7 @@ def diagnose_precision(
     if not probes:
         return verdict(False, "no accumulation probe failed")
     if "normal" not in passes and "normal" not in failed:
-        return verdict(False, "normal inputs were not checked, so there is nothing to compare with")
+        return verdict(False, "the problem's own inputs were not checked, so there is nothing to compare with")
     if not all(math.isfinite(r) for r in failed.values()):
         return verdict(False, "a non-finite error (NaN or Inf in the output) is not a rounding error")
     worst_name = max(probes, key=probes.__getitem__)
