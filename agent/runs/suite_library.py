@@ -18,6 +18,7 @@ from kgen.agent.spec.library_match import LibraryMatch, match_suite
 from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.backends.targets import DEFAULT_TARGET
 from kgen.core.text import counted
+from kgen.errors import KgenError
 from kgen.evals.problem.format import ProblemInfo
 
 #: what a person can do about the problems the library cannot serve (said once, not per row)
@@ -25,7 +26,7 @@ UNSERVED_HINT = ("a model writes kernels for them: `kgen config`, KGEN_MODELS or
                  "or verify your own kernel with `kgen eval`")
 
 
-class LibraryScreenError(Exception):
+class LibraryScreenError(KgenError):
     """The knowledge base could not be opened for the screen (the message says why)."""
 
 

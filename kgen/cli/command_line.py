@@ -18,8 +18,10 @@ from typing import Any
 
 import typer
 
+from kgen.errors import KgenUsageError
 
-class MisplacedOptions(Exception):
+
+class MisplacedOptions(KgenUsageError):
     """Options written before a command other than `kgen run`: the message says where they go."""
 
 

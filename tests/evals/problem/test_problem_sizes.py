@@ -280,7 +280,7 @@ def test_problems_show_table_lists_each_element_with_its_values():
     from rich.console import Console
 
     from kgen.cli.size_table import size_table
-    from kgen.evals.problem.size_sets import verification_size_plan
+    from kgen.evals.problem.size_sets import cpu_small_set, verification_size_plan
 
     info = read_problem(FIXTURES / "kb_26_convtranspose3d_add_hardswish.py")
     plans = {"cuda": verification_size_plan(info, Device.CUDA)}
@@ -289,7 +289,8 @@ def test_problems_show_table_lists_each_element_with_its_values():
     lines = console.export_text().splitlines()
     row = next(line for line in lines if line.split()[:1] == ["bias_shape"])
     assert "(64, 1, 1, 1, 1)" in row
-    assert any(line.split()[:3] == ["[0]", "64", "64"] and "derived" in line for line in lines)
+    cpu = cpu_small_set(info)  # the CPU column: the small set a CPU verification uses
+    assert any(line.split()[:3] == ["[0]", "64", str(cpu["bias_shape[0]"])] and "derived" in line for line in lines)
     assert any(line.split()[:1] == ["[4]"] and "broadcast" in line for line in lines)
     batch = next(line for line in lines if line.split()[:1] == ["batch_size"])
-    assert batch.split()[1:3] == ["128", "128"] and "129" in batch
+    assert batch.split()[1:3] == ["128", str(cpu["batch_size"])] and "129" in batch
