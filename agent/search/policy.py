@@ -38,13 +38,14 @@ from kgen.agent.candidates import (
     describe,
     rank_key,
 )
-from kgen.agent.run_options import CPU_OFFLINE_VARIANTS, RunOptions
+from kgen.agent.run_options import RunOptions
 from kgen.agent.search.archive import SearchArchive
 from kgen.agent.search.mutation import find_tunables, mutate, source_key
 from kgen.agent.search.operators import MODEL_OPERATORS, allocate, operator_stats, operator_weights
 from kgen.agent.search.sweep import sweep_points
 from kgen.backends.registry import DEFAULT_BACKEND
 from kgen.backends.targets import resolve_target
+from kgen.core.text import counted
 
 __all__ = ["CandidateIdentity", "CandidateRecord", "CandidateTask", "apply_result", "best_for",
            "describe", "rank_key", "split_budget", "plan_generation"]
@@ -306,11 +307,11 @@ def stop_reason(archive: SearchArchive, options: RunOptions, *, generation: int,
         return f"{options.target_pct_of_sol:g}% of speed-of-light reached"
     if options.plateau_generations > 0 and archive.targets and all(
             a.plateau >= options.plateau_generations for a in archive.targets.values()):
-        return f"no faster kernel in {options.plateau_generations} generation(s) (plateau)"
+        return f"no faster kernel in {counted(options.plateau_generations, 'generation')} (plateau)"
     if generation + 1 >= planned_generations:
         if cpu_offline and evaluated < options.budget:
-            return (f"no GPU: tuned variants cannot be ranked without timings, so the known kernel "
-                    f"and {CPU_OFFLINE_VARIANTS} variant(s) were verified instead of the budget's {options.budget}")
+            return (f"no GPU: tuned variants cannot be ranked without timings, so {counted(evaluated, 'candidate')} "
+                    f"(known kernels and tuned variants of them) were verified instead of the budget's {options.budget}")
         return "budget spent" if evaluated >= options.budget else "all generations run"
     if out_of_time:
         return f"time limit ({options.time_s:.0f} s) reached"

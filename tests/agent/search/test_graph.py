@@ -209,7 +209,7 @@ def test_a_resumed_run_continues_its_archive_and_its_stop_rules(tmp_path):
     assert archive.plateau == 1 and [p.candidate for p in archive.progress] == ["g0-c00", "g0-c01"]
     state = state.model_copy(update={**second, "candidates": {**state.candidates, "g2-c00": _timed("g2-c00", 1.2)}})
     third = Runner(run, options).select(state)
-    assert third["stop_reason"] == "no faster kernel in 2 generation(s) (plateau)"
+    assert third["stop_reason"] == "no faster kernel in 2 generations (plateau)"
     saved = json.loads(run.file("search.json").read_text())
     assert saved["archive"]["targets"]["h100"]["seen"][-1] == "g2-c00" and "sweep" in saved["operators"]
 
