@@ -312,7 +312,7 @@ class Runner:
                 return {}
             library[target] = [(k.kb_id, k.source, k.description()) for k in match.kernels]
             self.say(f"library: no kernel for {info.name}, but {', '.join(match.twins)} computes its reference: "
-                     f"{counted(len(match.kernels), 'kernel')} to verify as candidates for {target}, then the one "
+                     f"{counted(len(match.kernels), 'kernel')} to verify for {target}, then the one "
                      "that passes is tuned")
         return library
 

@@ -22,6 +22,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
+from kgen.core.text import counted
 from kgen.evals.problem.format import (
     ProblemError,
     ProblemInfo,
@@ -173,7 +174,8 @@ class ProblemReference:
         if ours is None or theirs is None:
             return "its arguments cannot be compared (*args, or no forward)"
         if ours != theirs:
-            return f"takes {theirs[1]} input(s) and {theirs[0]} init argument(s), not {ours[1]} and {ours[0]}"
+            return (f"takes {counted(theirs[1], 'input')} and {counted(theirs[0], 'init argument')}, "
+                    f"where this problem takes {ours[1]} and {ours[0]}")
         trials = self.trials()
         other_class = load_problem(other.path).model_class
         for values, expected in trials:

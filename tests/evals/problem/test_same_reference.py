@@ -56,8 +56,8 @@ def test_two_spellings_of_one_operation_are_the_same_reference(problem, catalog_
     ("26_GELU_", "gelu", "output 0 differs"),                    # exact GELU vs tanh GELU: 1e-4 apart
     ("19_ReLU", "gelu", "output 0 differs"),
     ("95_CrossEntropyLoss", "cross_entropy_forward", "has shape (16,), not ()"),  # mean vs per row
-    ("24_LogSoftmax", "softmax", "takes 1 input(s) and 0 init argument(s), not 1 and 1"),
-    ("36_RMSNorm_", "rmsnorm_forward", "takes 2 input(s) and 1 init argument(s), not 1 and 2"),
+    ("24_LogSoftmax", "softmax", "takes 1 input and 0 init arguments, where this problem takes 1 and 1"),
+    ("36_RMSNorm_", "rmsnorm_forward", "takes 2 inputs and 1 init argument, where this problem takes 1 and 2"),
     ("1_Square_matrix_multiplication_", "cross_entropy_forward", "fails on these inputs"),
 ])
 def test_different_operations_or_interfaces_are_told_apart_with_the_reason(problem, catalog_problem, why):
