@@ -223,7 +223,8 @@ class LLMClient(ABC):
         waited = max(0.0, time.monotonic() - call.started)
         if call.bound == "run_time":
             if call.attempts == 0 and waited < 0.5:
-                message = f"the run's time limit (--time) had run out before {self.label} was asked"
+                message = (f"the run's time limit had run out before {self.label} was asked: "
+                           "raise --time to give the models longer")
             else:
                 message = (f"{self.label} had not answered after {waited:.0f} s "
                            f"({_attempts(call.attempts)}) when the run's time limit ran out: "
