@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from kgen.evals.problem.catalog import UnknownProblemError, catalog
-from kgen.evals.problem.format import ProblemError, ProblemInfo, parse_problem
+from kgen.evals.problem.format import ProblemError, ProblemInfo, model_method, parse_problem
 from kgen.evals.problem.same_reference import ProblemReference
 
 if TYPE_CHECKING:
@@ -79,10 +79,8 @@ class LibraryMatch(BaseModel):
 def problem_text(info: ProblemInfo) -> str:
     """What the similarity search sees: the problem's names and its reference's forward."""
     tree = parse_problem(info.path)
-    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
-    forward = next((ast.unparse(n) for n in (model.body if model else [])
-                    if isinstance(n, ast.FunctionDef) and n.name == "forward"), "")
-    return "\n".join([info.name.replace("_", " "), info.description, forward])
+    forward = model_method(tree, "forward")
+    return "\n".join([info.name.replace("_", " "), info.description, ast.unparse(forward) if forward else ""])
 
 
 def _rank(meta: dict[str, Any], similarity: float, target: str | None, dtype: str | None) -> tuple:

@@ -198,6 +198,16 @@ def parse_problem(path: Path) -> ast.Module:
     return _parse(path)
 
 
+def model_method(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    """``Model.<name>`` in a problem's syntax tree (``parse_problem``), or None where the file
+    defines no ``Model`` class or it no such method: what readers of a reference's interface
+    (its arguments, its forward's text) start from without running it."""
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    if model is None:
+        return None
+    return next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
 def _parse(path: Path) -> ast.Module:
     try:
         source = path.read_text()

@@ -18,7 +18,6 @@ identity agree on them).
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from kgen.evals.problem.format import (
     flatten_outputs,
     halved_to_cap,
     load_problem,
+    model_method,
     parse_problem,
 )
 
@@ -46,18 +46,11 @@ def signature(path: Path) -> tuple[int, int] | None:
     problems whose references take different numbers of arguments cannot share a kernel."""
 
     tree = parse_problem(path)
-    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
-    if model is None:
+    init, forward = model_method(tree, "__init__"), model_method(tree, "forward")
+    if forward is None or any(f is not None and f.args.vararg is not None for f in (init, forward)):
         return None
-    counts: dict[str, int] = {"__init__": 0}
-    for node in model.body:
-        if isinstance(node, ast.FunctionDef) and node.name in ("__init__", "forward"):
-            if node.args.vararg is not None:
-                return None
-            counts[node.name] = len(node.args.posonlyargs) + len(node.args.args) - 1
-    if "forward" not in counts:
-        return None
-    return counts["__init__"], counts["forward"]
+    counts = [len(f.args.posonlyargs) + len(f.args.args) - 1 if f is not None else 0 for f in (init, forward)]
+    return counts[0], counts[1]
 
 
 def screen_sizes(problem: ProblemInfo) -> list[dict[str, int]]:
