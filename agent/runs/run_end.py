@@ -142,11 +142,16 @@ def read_stop(path: Path) -> RunStop | None:
         return None
 
 
+def _backend_runs(path: Path) -> list[Path]:
+    """The backends' run folders inside a run of several backends (none for a single run)."""
+    return [p for p in path.iterdir() if (p / RUN_FILE).is_file()] if path.is_dir() else []
+
+
 def has_checkpoint(path: Path) -> bool:
     """Whether the run at ``path`` holds a LangGraph checkpoint, i.e. ``resume_run`` can
     continue it (a run stopped before its graph started holds none). A folder of several
     backends' runs has its checkpoints in the backends' folders."""
-    children = [p for p in path.iterdir() if (p / RUN_FILE).is_file()] if path.is_dir() else []
+    children = _backend_runs(path)
     if children:
         return any(has_checkpoint(child) for child in children)
     run = RunDirectory(path)
@@ -166,7 +171,7 @@ def has_checkpoint(path: Path) -> bool:
 
 def _progress(path: Path) -> int:
     """Candidates the run (or its backends' runs) holds: the search's progress a resume keeps."""
-    children = [p for p in path.iterdir() if (p / RUN_FILE).is_file()] if path.is_dir() else []
+    children = _backend_runs(path)
     return candidate_count(path) + sum(candidate_count(child) for child in children)
 
 
