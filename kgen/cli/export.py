@@ -99,7 +99,7 @@ def export_command(
 
 def _print_list(found: list[Exportable]) -> None:
     table = new_table(None, "source", "problem", "target", "backend", "verdict", "speed", "export",
-                      whole=("problem", "target", "backend", "verdict"))
+                      whole=("problem", "target", "backend", "verdict", "speed"))
     for row in found:
         table.add_row(row.source, row.problem, row.target or "-", row.backend, row.verdict, row.speed,
                       "yes" if row.exportable else f"no: {row.reason}")

@@ -95,8 +95,11 @@ def _run_exportables(run: RunDirectory, target: str | None) -> list[Exportable]:
         raise ExportError(f"run {run.run_id} has no winner for target {target} (it has: {', '.join(summary.best)})")
     spec_path = run.file("spec.json")
     problem_name = summary.problem
-    if spec_path.is_file():
-        problem_name = KernelSpec.model_validate_json(spec_path.read_text()).problem or problem_name
+    if spec_path.is_file():  # the spec names a run's own problem file by path; the summary by name
+        try:
+            problem_name = KernelSpec.model_validate_json(spec_path.read_text()).problem or problem_name
+        except (ValidationError, ValueError):
+            pass
     if not problem_name:
         raise ExportError(f"run {run.run_id} names no problem")
     info = _problem(problem_name)
