@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kgen.cli.terminal import console, fail_usage, new_table, print_table
+from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 
 if TYPE_CHECKING:
@@ -73,8 +74,8 @@ def export_command(
     files = [s for s in sources if _is_kernel_file(s)]
     given = list(problems or [])
     if len(given) != len(files):
-        fail_usage(f"{len(files)} kernel file(s) and {len(given)} --problem: give one --problem per kernel file, "
-                   "in order (a run names its own problem)")
+        fail_usage(f"{counted(len(files), 'kernel file')} and {counted(len(given), '--problem', '--problem')}: give one "
+                   "--problem per kernel file, in order (a run names its own problem)")
     found: list[Exportable] = []
     pending = iter(given)
     try:
