@@ -31,6 +31,7 @@ ORDER = (
     "kgen",  # the namespace's front door: kgen.generate / kgen.evaluate, resolved lazily
     "kgen.cli",
     "kgen.api",
+    "kgen.export",  # `kgen export`: reads runs (kgen.agent) and problems, writes packages
     "kgen.agent",
     "kgen.knowledge_base",
     "kgen.evals",

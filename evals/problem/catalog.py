@@ -11,6 +11,11 @@ from kgen.errors import KgenUsageError
 from kgen.evals.problem.format import ProblemInfo, read_problem
 
 CATALOG_DIR = Path(__file__).resolve().parent / "problems"
+#: the suffixes of a forward problem's name and its backward's: ``rmsnorm_forward`` is paired
+#: with ``rmsnorm_backward`` (the one pairing rule; ``paired_backward``)
+FORWARD_SUFFIX, BACKWARD_SUFFIX = "_forward", "_backward"
+#: the function a backward problem file defines to take its inputs from its forward's
+BACKWARD_INPUTS_FUNCTION = "kgen_backward_inputs"
 
 
 class UnknownProblemError(KgenUsageError, LookupError):
@@ -61,4 +66,22 @@ def resolve_problem(name_or_path: str | Path) -> ProblemInfo:
         hint = nearest_names(text)
         suffix = f"; did you mean {', '.join(hint)}?" if hint else ""
         raise UnknownProblemError(f"unknown problem '{text}'{suffix} (see `kgen problems list`)")
+    return found
+
+
+def paired_backward(forward: ProblemInfo) -> ProblemInfo | None:
+    """The catalog's backward problem of a forward one, or None.
+
+    One rule: a problem named ``<op>_forward`` (``KGEN_KIND`` "forward") is paired with the
+    catalog problem ``<op>_backward`` (kind "backward") when that file defines
+    ``kgen_backward_inputs(grad_out, inputs, init_inputs)``, which makes the backward's inputs
+    from the forward's gradient, inputs and init inputs. Its outputs are the gradients of the
+    forward's floating-point tensor inputs, in their order. ``kgen export`` registers autograd
+    through this pair; a forward without one (swiglu, softmax) exports without a backward.
+    """
+    if forward.kind != "forward" or not forward.name.endswith(FORWARD_SUFFIX):
+        return None
+    found = _index().get(normalise_name(forward.name.removesuffix(FORWARD_SUFFIX) + BACKWARD_SUFFIX))
+    if found is None or found.kind != "backward" or f"def {BACKWARD_INPUTS_FUNCTION}(" not in found.path.read_text():
+        return None
     return found

@@ -28,6 +28,11 @@ KernelBench ignores:
                               stated beside every timing table
 ``kgen_bytes()``, ``kgen_flops()``  the fewest bytes moved / FLOPs done at the
                               module's current sizes (used for speed-of-light)
+``kgen_backward_inputs(grad_out, inputs, init_inputs)``  a backward problem's inputs made
+                              from its forward's gradient, inputs and init inputs (the saved
+                              statistics recomputed as ``get_inputs()`` computes them): how
+                              ``kgen export`` chains a forward kernel to its backward kernel
+                              under autograd (the pair: ``evals/problem/catalog.py``)
 ``class Baseline(nn.Module)``  optional: what eager and ``torch.compile`` run instead of
                               ``Model`` when the reference computes in wider dtypes than a
                               candidate may use (a GEMM's fp32 reference against a bf16 kernel

@@ -32,6 +32,7 @@ from kgen.cli.config import config_command
 from kgen.cli.doctor import doctor_command
 from kgen.cli.evaluate import bench_command, eval_command
 from kgen.cli.exit_codes import BAD_USAGE, INTERRUPTED, SUCCESS, exit_codes_text
+from kgen.cli.export import export_command
 from kgen.cli.kb import kb_app
 from kgen.cli.report import report_command
 from kgen.cli.run import resume_command, run_command, runs_command
@@ -75,6 +76,7 @@ app.command("solve")(solve_command)
 app.command("targets")(targets_command)
 app.command("eval")(eval_command)
 app.command("bench")(bench_command)
+app.command("export")(export_command)
 app.command("doctor")(doctor_command)
 app.command("config")(config_command)
 

@@ -56,3 +56,10 @@ def kgen_bytes():
 def kgen_flops():
     # max, subtract, exp, sum, normalise, scale by grad_loss
     return 6 * N_TOKENS * VOCAB
+
+
+def kgen_backward_inputs(grad_out, inputs, init_inputs):
+    """This problem's inputs from cross_entropy_forward's: (logits, targets, grad_loss), the
+    per-token loss's gradient as grad_loss."""
+    logits, targets = inputs
+    return [logits, targets, grad_out]

@@ -57,3 +57,12 @@ def kgen_bytes():
 
 def kgen_flops():
     return 8 * ROWS * HIDDEN
+
+
+def kgen_backward_inputs(grad_out, inputs, init_inputs):
+    """This problem's inputs from rmsnorm_forward's: (grad_out, x, weight, rstd), rstd
+    recomputed in fp32 from x and the forward's eps, as get_inputs() computes it."""
+    x, weight = inputs
+    (eps,) = init_inputs
+    rstd = torch.rsqrt(x.float().pow(2).mean(dim=-1) + eps)
+    return [grad_out, x, weight, rstd]

@@ -3,7 +3,12 @@
 import pytest
 import torch
 
-from kgen.evals.problem.catalog import UnknownProblemError, catalog, resolve_problem
+from kgen.evals.problem.catalog import (
+    UnknownProblemError,
+    catalog,
+    paired_backward,
+    resolve_problem,
+)
 from kgen.evals.problem.format import load_problem
 
 REQUIRED = {
@@ -71,3 +76,31 @@ def test_a_declared_baseline_computes_the_problems_operation(name):
     assert baseline.dtype == inputs[0].dtype
     error = ((baseline.double() - reference).norm() / reference.norm()).item()
     assert error < 2e-2, f"{name}: Baseline is {error:.3g} from the reference"
+
+
+@pytest.mark.parametrize(("forward", "backward"), [
+    ("rmsnorm_forward", "rmsnorm_backward"), ("layernorm_forward", "layernorm_backward"),
+    ("cross_entropy_forward", "cross_entropy_backward"), ("softmax", None), ("swiglu", None),
+    ("rmsnorm_backward", None), ("embedding_backward", None),
+])
+def test_the_catalog_pairs_a_forward_with_its_backward(forward, backward):
+    """One rule (``paired_backward``): <op>_forward with <op>_backward, whose
+    kgen_backward_inputs makes inputs like its own get_inputs() from the forward's, and whose
+    outputs are the gradients of the forward's floating-point inputs."""
+    found = paired_backward(resolve_problem(forward))
+    assert (found.name if found else None) == backward
+    if found is None:
+        return
+    fwd_info = resolve_problem(forward)
+    fwd = load_problem(fwd_info.path, fwd_info.cpu_sizes())
+    bwd = load_problem(found.path, found.cpu_sizes())
+    torch.manual_seed(0)
+    inputs, init = fwd.get_inputs(), fwd.get_init_inputs()
+    out = fwd.model_class(*init)(*inputs)
+    made = bwd.module.kgen_backward_inputs(torch.ones_like(out), inputs, init)
+    own = bwd.get_inputs()
+    assert [(t.shape, t.dtype) for t in made] == [(t.shape, t.dtype) for t in own]
+    grads = bwd.model_class(*bwd.get_init_inputs())(*made)
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    floats = [t for t in inputs if t.is_floating_point()]
+    assert [(g.shape, g.dtype) for g in grads] == [(t.shape, t.dtype) for t in floats]

@@ -1,0 +1,146 @@
+"""`kgen export` from the command line (kgen/cli/export.py over kgen/export/sources.py): a run's
+winner exported and listed; refusals (a rejected or unverified candidate, an unknown problem, a
+run without a winner, a file without ModelNew) as one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kgen.agent.runs.summary import BestKernel, Evidence, RunSummary
+from kgen.agent.spec.kernel_spec import KernelSpec
+from kgen.evals.result import EvalResult
+from kgen.knowledge_base import SEED_KERNELS_DIR
+
+SEEDS = Path(SEED_KERNELS_DIR) / "triton"
+REDTEAM = Path(__file__).resolve().parents[2] / "fixtures" / "candidates"
+
+
+def kgen(*args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = os.environ | {"KGEN_HOME": str(home), "TRITON_INTERPRET": "1"}
+    return subprocess.run([sys.executable, "-m", "kgen.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def _one_line_refusal(done: subprocess.CompletedProcess, *words: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def _run_folder(root: Path, problem: str, winners: dict[str, tuple[str, str, str]]) -> Path:
+    """A finished run's folder as kgen writes it: run.json, spec.json, summary.json naming each
+    target's winner, each candidate's source and eval.json (target -> (id, kernel file, verdict))."""
+    run = root / "20261122-081500-abc123"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    (run / "spec.json").write_text(KernelSpec(request=problem, problem=problem, operation=problem, backend="triton",
+                                              targets=list(winners) or ["h100"], source="matcher").model_dump_json())
+    best = {}
+    for target, (cid, kernel, verdict) in winners.items():
+        folder = run / "candidates" / cid
+        folder.mkdir(parents=True)
+        (folder / f"{cid}.py").write_bytes(Path(kernel).read_bytes())
+        (folder / "eval.json").write_text(EvalResult(
+            problem=problem, problem_path="", candidate=cid, backend="triton", device="cpu", verdict=verdict,
+            reason="" if verdict == "passed" else "partial output: 40% of y never written").model_dump_json())
+        best[target] = BestKernel(target=target, backend="triton", candidate=cid, module=str(run / f"best_{target}.py"),
+                                  origin="knowledge_base", evidence=Evidence(device="cpu", trials=3, seeds=[1],
+                                                                             shapes=[], distributions=[],
+                                                                             checks_passed=[]))
+    summary = RunSummary(run_id=run.name, run_dir=str(run), request=problem, problem=problem, backend="triton",
+                         targets=list(winners), mode="offline", device="cpu", best=best,
+                         notes=[] if best else ["no verified kernel for h100 (3 candidates tried)"])
+    (run / "summary.json").write_text(summary.model_dump_json())
+    return run
+
+
+def test_a_runs_winner_is_listed_and_exported(tmp_path):
+    run = _run_folder(tmp_path / "runs", "softmax", {"h100": ("g1-c02", str(SEEDS / "softmax.py"), "passed")})
+    listed = kgen("export", str(run), "--list", home=tmp_path / "home")
+    assert listed.returncode == 0, listed.stderr
+    assert "softmax" in listed.stdout and "h100" in listed.stdout and "passed" in listed.stdout
+    assert "not timed" in listed.stdout and "yes" in listed.stdout
+
+    out = tmp_path / "pkg"
+    done = kgen("export", str(run), "--target", "h100", "--out", str(out), "--name", "run_ops", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert "torch.ops.kgen_run_ops" in done.stdout
+    manifest = json.loads((out / "run_ops" / "manifest.json").read_text())
+    assert manifest["kernels"][0]["evidence"] == "g1-c02/eval.json" and manifest["kernels"][0]["target"] == "h100"
+    assert (out / "run_ops" / "kernels" / "softmax.py").read_bytes() == (SEEDS / "softmax.py").read_bytes()
+
+
+@pytest.mark.parametrize("verdict", ["rejected", "inconclusive"])
+def test_a_winner_that_did_not_pass_is_refused_and_listed_with_its_reason(tmp_path, verdict):
+    run = _run_folder(tmp_path / "runs", "softmax", {"h100": ("g1-c05", str(SEEDS / "softmax.py"), verdict)})
+    done = kgen("export", str(run), "--out", str(tmp_path / "pkg"), home=tmp_path / "home")
+    _one_line_refusal(done, "not verified", verdict, "g1-c05")
+    assert not (tmp_path / "pkg").exists()
+    listed = kgen("export", str(run), "--list", home=tmp_path / "home")
+    words = " ".join(listed.stdout.split())
+    assert listed.returncode == 0 and "no:" in words and "not verified" in words and "g1-c05" in words
+
+
+def test_a_candidate_file_beside_its_rejected_eval_is_refused(tmp_path):
+    run = _run_folder(tmp_path / "runs", "softmax", {"h100": ("g2-c01", str(SEEDS / "softmax.py"), "rejected")})
+    kernel = run / "candidates" / "g2-c01" / "g2-c01.py"
+    done = kgen("export", str(kernel), "--problem", "softmax", "--out", str(tmp_path / "pkg"), home=tmp_path / "home")
+    _one_line_refusal(done, "not verified", "g2-c01/eval.json says rejected", "partial output")
+
+
+def test_an_unverified_kernel_file_is_verified_now_and_refused_when_rejected(tmp_path):
+    """No record vouches for it, so kgen verifies it as `kgen eval` does: this planted kernel
+    hard-codes a grid for the verifier's sizes and is rejected."""
+    planted = REDTEAM / "rt4_thresh_softmax_grid_cap.py"
+    done = kgen("export", str(planted), "--problem", "softmax", "--out", str(tmp_path / "pkg"),
+                home=tmp_path / "home", timeout=600)
+    _one_line_refusal(done, "not verified", "kgen's verification says rejected")
+
+
+def test_a_run_without_a_winner_is_refused(tmp_path):
+    run = _run_folder(tmp_path / "runs", "softmax", {})
+    _one_line_refusal(kgen("export", str(run), "--out", str(tmp_path / "pkg"), home=tmp_path / "home"),
+                      "no verified winner", "no verified kernel for h100")
+    unfinished = tmp_path / "runs2" / "20261122-090000-def456"
+    unfinished.mkdir(parents=True)
+    (unfinished / "run.json").write_text("{}")
+    _one_line_refusal(kgen("export", str(unfinished), "--list", home=tmp_path / "home"), "has not finished")
+    _one_line_refusal(kgen("export", "20990101-nosuch", "--list", home=tmp_path / "home"), "no run")
+
+
+def test_an_unknown_problem_and_a_wrong_target_are_refused(tmp_path):
+    _one_line_refusal(kgen("export", str(SEEDS / "softmax.py"), "--problem", "softmaxx", "--out",
+                           str(tmp_path / "pkg"), home=tmp_path / "home"), "unknown problem 'softmaxx'", "softmax")
+    run = _run_folder(tmp_path / "runs", "softmax", {"h100": ("g1-c02", str(SEEDS / "softmax.py"), "passed")})
+    _one_line_refusal(kgen("export", str(run), "--target", "mi300x", "--list", home=tmp_path / "home"),
+                      "no winner for target mi300x", "h100")
+    _one_line_refusal(kgen("export", str(SEEDS / "softmax.py"), "--list", home=tmp_path / "home"), "--problem")
+
+
+@pytest.mark.parametrize("text", [
+    "import torch\n\nclass Model(torch.nn.Module):\n    pass\n",
+    "def ModelNew():\n    return None\n",
+    "class ModelNew(:\n",
+])
+def test_a_kernel_file_without_model_new_is_refused(tmp_path, text):
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(text)
+    _one_line_refusal(kgen("export", str(kernel), "--problem", "softmax", "--out", str(tmp_path / "pkg"),
+                           home=tmp_path / "home"), "defines no class ModelNew")
+
+
+def test_help_teaches_sources_pairs_and_refusals(tmp_path):
+    done = kgen("export", "--help", home=tmp_path / "home")
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0
+    for phrase in ("--list", "--problem", "--target", "torch.compile(fullgraph=True)", "autograd", "passed"):
+        assert phrase in text, phrase
