@@ -17,7 +17,7 @@ N_TOKENS = 8192  # batch * sequence, e.g. 4 x 2048 tokens
 VOCAB = 32000  # Llama-2 / Mistral vocabulary
 
 KGEN_NAME = "cross_entropy_mean"
-KGEN_ALIASES = ["cross entropy loss", "mean cross entropy", "cross entropy mean", "ce loss mean", "nll of softmax"]
+KGEN_ALIASES = ["mean cross entropy", "cross entropy mean", "ce loss mean", "cross entropy mean reduction", "mean ce loss"]
 KGEN_DESCRIPTION = "Cross-entropy loss (bf16 logits, int64 targets), mean over tokens: an fp32 scalar via fp32 log-sum-exp"
 KGEN_KIND = "forward"
 KGEN_BASELINE_COMPUTE = "fp32 log-sum-exp of the bf16 logits, fp32 mean loss (the reference)"

@@ -18,7 +18,7 @@ DIM2 = 256
 EPS = 1e-5
 
 KGEN_NAME = "rmsnorm_channels"
-KGEN_ALIASES = ["rms norm channels", "rmsnorm dim 1", "channel rmsnorm", "rmsnorm no weight", "rms normalization"]
+KGEN_ALIASES = ["rms norm channels", "rmsnorm over channels", "channel rmsnorm", "rmsnorm no weight", "rms normalization"]
 KGEN_DESCRIPTION = "RMSNorm over dim 1 (features) of a bf16 [BATCH, FEATURES, DIM1, DIM2] tensor, no weight, fp32 statistics"
 KGEN_KIND = "forward"
 KGEN_BASELINE_COMPUTE = "fp32 math on bf16 inputs, bf16 outputs (the reference, as a fused kernel computes)"
