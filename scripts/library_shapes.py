@@ -41,6 +41,17 @@ SHAPES: dict[str, dict[str, dict[str, int]]] = {
     "softcap": {"v128256": {"N_TOKENS": 8192, "VOCAB": 128256}, "odd": {"N_TOKENS": 8191, "VOCAB": 32003}},
     "rope_forward": {"large": {"BATCH": 8, "SEQ": 8192, "HEADS": 32}, "odd": {"BATCH": 3, "SEQ": 4099, "HEADS": 40}},
     "conv1d": {"large": {"BATCH": 8, "CHANNELS": 8192, "SEQ": 5120}, "odd": {"BATCH": 7, "CHANNELS": 5003, "SEQ": 2047}},
+    # KernelBench level 1's spellings of the catalog's operations: the level-1 file's own (full)
+    # size, and an awkward one (lengths no multiple of any tile)
+    "log_softmax": {"kb": {"ROWS": 4096, "COLS": 393216}, "odd": {"ROWS": 4099, "COLS": 8191}},
+    "gelu_exact": {"kb": {"TOKENS": 4096, "FFN_DIM": 393216}, "odd": {"TOKENS": 16381, "FFN_DIM": 8191}},
+    "rmsnorm_channels": {"kb": {"BATCH": 112, "FEATURES": 64, "DIM1": 512, "DIM2": 512},
+                         "odd": {"BATCH": 15, "FEATURES": 63, "DIM1": 255, "DIM2": 257}},
+    "layernorm_trailing": {"kb": {"BATCH": 16, "FEATURES": 64, "DIM1": 256, "DIM2": 256},
+                           "odd": {"BATCH": 31, "FEATURES": 63, "DIM1": 127, "DIM2": 129}},
+    "sum_dim": {"kb": {"BATCH": 128, "DIM1": 4096, "DIM2": 4095}, "odd": {"BATCH": 31, "DIM1": 1023, "DIM2": 1025}},
+    "cumsum_dim": {"kb": {"ROWS": 32768, "COLS": 32768}, "odd": {"ROWS": 3001, "COLS": 5003}},
+    "cross_entropy_mean": {"kb": {"N_TOKENS": 32768, "VOCAB": 4096}, "odd": {"N_TOKENS": 8191, "VOCAB": 32003}},
     # [O]: sequence lengths 512 and 8192 and one no multiple of any tile
     "causal_attention_forward": {"s512": {"BATCH": 16, "SEQ": 512}, "s8192": {"BATCH": 1, "SEQ": 8192},
                                  "odd": {"BATCH": 4, "SEQ": 3001}},

@@ -52,6 +52,36 @@ def test_two_spellings_of_one_operation_are_the_same_reference(problem, catalog_
     assert reference_difference(level1(problem), resolve_problem(catalog_problem)) == ""
 
 
+#: the catalog problems written in KernelBench level 1's own spelling of an operation the catalog
+#: covers (an axis argument, exact GELU, RMSNorm over dim 1, nn.LayerNorm, the mean loss)
+LEVEL1_SPELLINGS = [
+    ("24_LogSoftmax", "log_softmax"),
+    ("26_GELU_", "gelu_exact"),
+    ("36_RMSNorm_", "rmsnorm_channels"),
+    ("40_LayerNorm", "layernorm_trailing"),
+    ("47_Sum_reduction_over_a_dimension", "sum_dim"),
+    ("89_cumsum", "cumsum_dim"),
+    ("95_CrossEntropyLoss", "cross_entropy_mean"),
+]
+
+
+@pytest.mark.parametrize(("problem", "catalog_problem"), LEVEL1_SPELLINGS)
+def test_each_level1_spelling_has_its_catalog_twin(problem, catalog_problem):
+    assert reference_difference(level1(problem), resolve_problem(catalog_problem)) == ""
+
+
+@pytest.mark.parametrize(("problem", "catalog_problem", "why"), [
+    ("91_cumsum_reverse", "cumsum_dim", "output 0 differs"),      # the scan from the other end
+    ("92_cumsum_exclusive", "cumsum_dim", "output 0 differs"),    # shifted by one element
+    ("88_MinGPTNewGelu", "gelu_exact", "output 0 differs"),       # tanh GELU vs exact: 1e-4 apart
+    ("48_Mean_reduction_over_a_dimension", "sum_dim", "has shape (16, 1, 15), not (16, 15)"),  # keepdim (and a mean)
+    ("23_Softmax", "log_softmax", "takes 1 input and 1 init argument, where this problem takes 1 and 0"),
+    ("49_Max_reduction_over_a_dimension", "sum_dim", "has shape (16, 1, 15), not (16, 15)"),
+])
+def test_level1_near_misses_of_the_new_spellings_are_told_apart(problem, catalog_problem, why):
+    assert why in reference_difference(level1(problem), resolve_problem(catalog_problem))
+
+
 @pytest.mark.parametrize(("problem", "catalog_problem", "why"), [
     ("26_GELU_", "gelu", "output 0 differs"),                    # exact GELU vs tanh GELU: 1e-4 apart
     ("19_ReLU", "gelu", "output 0 differs"),
