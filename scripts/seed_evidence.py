@@ -96,10 +96,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="where evidence.json goes (default: beside the seeds)")
     parser.add_argument("--runs", type=Path, help="the folder of eval_<problem>.json GPU verdicts")
     parser.add_argument("--suite", type=Path, help="the kgen bench suite.json with the timings")
+    parser.add_argument("--verified-by", help="what made the verdicts in --runs, as the evidence will say "
+                        "(default: the backend's full-size kgen eval script)")
     args = parser.parse_args(argv)
     seeds = args.seeds or SEED_KERNELS_DIR / args.backend
     runs, suite, script = RECORDS[args.backend]
-    runs, suite = args.runs or runs, args.suite or suite
+    runs, suite, script = args.runs or runs, args.suite or suite, args.verified_by or script
     out = args.out or seeds / "evidence.json"
     previous = json.loads(out.read_text()) if out.is_file() else {}
     evidence = evidence_for(seeds, runs, suite, script, previous)

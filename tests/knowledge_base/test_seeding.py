@@ -52,5 +52,7 @@ def test_rms_norm_backward_request_finds_the_rmsnorm_backward_seed_first(kb_loca
     assert top[0].entry.problem == "rmsnorm_backward"
     for text, problem in [("layer norm forward", "layernorm_forward"), ("softmax rows", "softmax"),
                           ("embedding gradient", "embedding_backward"), ("gemm bias gelu", "gemm_bias_gelu"),
-                          ("cross entropy loss", "cross_entropy_forward")]:
+                          ("cross entropy forward", "cross_entropy_forward"),
+                          ("mean cross entropy loss", "cross_entropy_mean"), ("cumulative sum", "cumsum"),
+                          ("row sum", "row_sum"), ("rotary position embedding", "rope_forward")]:
         assert search_kernels(kb, text, n=1)[0].entry.problem == problem, text
