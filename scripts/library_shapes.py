@@ -52,6 +52,11 @@ SHAPES: dict[str, dict[str, dict[str, int]]] = {
     "sum_dim": {"kb": {"BATCH": 128, "DIM1": 4096, "DIM2": 4095}, "odd": {"BATCH": 31, "DIM1": 1023, "DIM2": 1025}},
     "cumsum_dim": {"kb": {"ROWS": 32768, "COLS": 32768}, "odd": {"ROWS": 3001, "COLS": 5003}},
     "cross_entropy_mean": {"kb": {"N_TOKENS": 32768, "VOCAB": 4096}, "odd": {"N_TOKENS": 8191, "VOCAB": 32003}},
+    "mean_dim": {"kb": {"BATCH": 128, "DIM1": 4096, "DIM2": 4095}, "odd": {"BATCH": 31, "DIM1": 1023, "DIM2": 1025}},
+    "max_dim": {"kb": {"BATCH": 128, "DIM1": 4096, "DIM2": 4095}, "odd": {"BATCH": 31, "DIM1": 1023, "DIM2": 1025}},
+    "min_dim": {"kb": {"BATCH": 128, "DIM1": 4096, "DIM2": 4095}, "odd": {"BATCH": 31, "DIM1": 1023, "DIM2": 1025}},
+    "cumsum_reverse": {"kb": {"ROWS": 32768, "COLS": 32768}, "odd": {"ROWS": 3001, "COLS": 5003}},
+    "cumsum_exclusive": {"kb": {"ROWS": 32768, "COLS": 32768}, "odd": {"ROWS": 3001, "COLS": 5003}},
     # [O]: sequence lengths 512 and 8192 and one no multiple of any tile
     "causal_attention_forward": {"s512": {"BATCH": 16, "SEQ": 512}, "s8192": {"BATCH": 1, "SEQ": 8192},
                                  "odd": {"BATCH": 4, "SEQ": 3001}},

@@ -1,0 +1,55 @@
+"""Mean over one dim (``Model(dim)``), the dim dropped: torch.mean(x, dim), fp32.
+
+KernelBench's interface: the axis is an argument, so a kernel must reduce along
+any dim of an [BATCH, DIM1, DIM2] tensor (the last: contiguous rows; an inner
+one: columns of a [DIM1, DIM2] slab). Accumulated in fp32, divided by the
+reduced length once.
+"""
+
+import torch
+import torch.nn as nn
+
+BATCH = 32
+DIM1 = 1024
+DIM2 = 1024
+REDUCE_DIM = 1
+
+KGEN_NAME = "mean_dim"
+KGEN_ALIASES = ["mean over a dimension", "mean reduction", "reduce mean dim", "torch mean dim", "average over dim"]
+KGEN_DESCRIPTION = "Mean over dim REDUCE_DIM (an argument) of an fp32 [BATCH, DIM1, DIM2] tensor, the dim dropped, fp32"
+KGEN_KIND = "forward"
+KGEN_BASELINE_COMPUTE = "fp32 in, fp32 mean, fp32 out (the reference)"
+KGEN_SMALL_SIZES = {"BATCH": 5, "DIM1": 37, "DIM2": 96}
+KGEN_PROBE_SIZES = {"BATCH": 2, "DIM1": 4096, "DIM2": 3}
+KGEN_EXTRA_SIZES = [{"BATCH": 7, "DIM1": 999, "DIM2": 1531}, {"BATCH": 2, "DIM1": 65537, "DIM2": 5}]
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        # fp32 stays fp32; fp64 stays fp64 for the reference.
+        acc = torch.promote_types(x.dtype, torch.float32)
+        return torch.mean(x.to(acc), dim=self.dim)
+
+
+def get_inputs():
+    # a non-zero mean, so means are not just cancelling noise
+    x = 0.5 + torch.randn(BATCH, DIM1, DIM2, dtype=torch.float32)
+    return [x]
+
+
+def get_init_inputs():
+    return [REDUCE_DIM]
+
+
+def kgen_bytes():
+    # read x (fp32); write the means (fp32): one per element of the other two dims
+    reduced = (BATCH, DIM1, DIM2)[REDUCE_DIM]
+    return BATCH * DIM1 * DIM2 * 4 + BATCH * DIM1 * DIM2 // reduced * 4
+
+
+def kgen_flops():
+    return BATCH * DIM1 * DIM2
