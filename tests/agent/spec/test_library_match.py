@@ -30,7 +30,10 @@ def level1(name: str):
     return read_problem(LEVEL1 / f"{name}.py")
 
 
-@pytest.mark.parametrize(("problem", "twin"), [("23_Softmax", "softmax"), ("88_MinGPTNewGelu", "gelu")])
+@pytest.mark.parametrize(("problem", "twin"), [
+    ("23_Softmax", "softmax"), ("88_MinGPTNewGelu", "gelu"), ("26_GELU_", "gelu_exact"),
+    ("24_LogSoftmax", "log_softmax"), ("95_CrossEntropyLoss", "cross_entropy_mean"), ("89_cumsum", "cumsum_dim"),
+])
 def test_a_kernelbench_file_is_served_by_the_catalog_kernel_with_the_same_reference(kb, problem, twin):
     match = match_library(level1(problem), kb, backend="triton", target="h100")
     assert match.served and match.how == "twin" and match.twins == [twin]
@@ -41,9 +44,9 @@ def test_a_kernelbench_file_is_served_by_the_catalog_kernel_with_the_same_refere
 
 @pytest.mark.parametrize(("problem", "reason"), [
     ("19_ReLU", "no triton kernel in the library computes this reference (checked: "),
-    ("26_GELU_", "no triton kernel in the library computes this reference (checked: "),  # exact, not tanh
-    ("24_LogSoftmax", "no triton kernel in the library takes this problem's arguments"),
-    ("95_CrossEntropyLoss", "no triton kernel in the library computes this reference (checked: "),
+    ("90_cumprod", "no triton kernel in the library computes this reference (checked: "),  # a scan, not a sum
+    ("41_Max_Pooling_1D", "no triton kernel in the library takes this problem's arguments"),
+    ("100_HingeLoss", "no triton kernel in the library computes this reference (checked: "),  # a loss, not CE
 ])
 def test_a_problem_the_library_cannot_serve_gets_its_own_one_line_reason(kb, problem, reason):
     match = match_library(level1(problem), kb, backend="triton", target="h100")
