@@ -4,7 +4,7 @@ store seeded with the shipped library.
 
 The library holds no kernel under a KernelBench name, but its softmax kernel computes
 23_Softmax's reference: the suite says so before any run, verifies that kernel against
-23_Softmax's own reference and tunes it; 19_ReLU and 24_LogSoftmax are said to be out of the
+23_Softmax's own reference and tunes it; 19_ReLU and 41_Max_Pooling_1D are said to be out of the
 library's reach, each with its own reason, and cost no run."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kgen.agent.runs.suite_runs import solve_suite
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("suite_library")]
 
 LEVEL1 = Path(__file__).resolve().parents[2] / "fixtures" / "kernelbench" / "level1"
-FILES = ["19_ReLU", "23_Softmax", "24_LogSoftmax"]
+FILES = ["19_ReLU", "23_Softmax", "41_Max_Pooling_1D"]
 
 
 def _rows(markdown: str) -> dict[str, list[str]]:
@@ -54,12 +54,12 @@ def test_offline_solve_verifies_the_librarys_kernel_for_the_same_operation_and_t
     assert any(line.startswith("  serves 23_Softmax: same reference as softmax") for line in up_front)
     assert any(line.startswith("  - 19_ReLU: no triton kernel in the library computes this reference")
                for line in up_front)
-    assert any(line.startswith("  - 24_LogSoftmax: no triton kernel in the library takes this problem's arguments")
+    assert any(line.startswith("  - 41_Max_Pooling_1D: no triton kernel in the library takes this problem's arguments")
                for line in up_front)
 
     state = {p.name: p for p in outcome.problems}
     assert {n: p.status for n, p in state.items()} == {
-        "19_ReLU": "unserved", "23_Softmax": "finished", "24_LogSoftmax": "unserved"}
+        "19_ReLU": "unserved", "23_Softmax": "finished", "41_Max_Pooling_1D": "unserved"}
     runs = tmp_path / "solve" / "runs"
     assert sorted(p.name for p in runs.iterdir()) == ["23_Softmax"]  # only the attempted one has a folder
 
@@ -76,5 +76,5 @@ def test_offline_solve_verifies_the_librarys_kernel_for_the_same_operation_and_t
     rows = _rows(outcome.markdown.read_text())
     assert rows["23_Softmax"][1] == "passed"
     assert rows["19_ReLU"][1].startswith("missing (not attempted offline: no triton kernel in the library computes")
-    assert rows["24_LogSoftmax"][1].startswith("missing (not attempted offline: no triton kernel in the library takes")
+    assert rows["41_Max_Pooling_1D"][1].startswith("missing (not attempted offline: no triton kernel in the library takes")
     assert outcome.summary.problems == 3 and outcome.summary.correct == 1
