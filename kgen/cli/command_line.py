@@ -86,6 +86,35 @@ def quiet_flag_metavars(command: Any) -> Any:
     return command
 
 
+def reflowed(text: str) -> str:
+    """Help text whose prose paragraphs are one line each, so the terminal folds them at its
+    width: typer's rich help keeps every line break of a docstring, and a docstring wrapped at
+    100 columns comes out ragged at 80. Indented lines (examples), list items and ``\\b``
+    blocks keep their breaks."""
+    paragraphs = []
+    for paragraph in text.split("\n\n"):
+        if paragraph.startswith((" ", "\b")):
+            paragraphs.append(paragraph)
+            continue
+        lines: list[str] = []
+        for line in paragraph.split("\n"):
+            if lines and not line.startswith((" ", "- ", "* ")):
+                lines[-1] = f"{lines[-1]} {line.strip()}"
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+def reflow_help(command: Any) -> Any:
+    """``reflowed`` help for ``command`` and every command under it; returns ``command``."""
+    if command.help:
+        command.help = reflowed(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        reflow_help(sub)
+    return command
+
+
 def usage_error_line(exc: Exception) -> str:
     """A parse error as one line: the message, then where the command's options are listed."""
     message = " ".join(str(getattr(exc, "format_message", lambda: str(exc))()).split()).rstrip(".")

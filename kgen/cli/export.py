@@ -46,19 +46,9 @@ def export_command(
 ) -> None:
     """Export verified kernels as an installable Python package of PyTorch custom ops.
 
-    Each kernel becomes torch.ops.kgen_PKG.<problem>, a plain function and an nn.Module:
-    its fake implementation runs the problem's reference on fake tensors, so
-    torch.compile(fullgraph=True) traces it without a graph break; a forward exported with its
-    catalog-paired backward (rmsnorm_forward + rmsnorm_backward, cross_entropy_*,
-    layernorm_*) gets autograd through the backward kernel. Calls are held to what the verifier
-    checked (dtypes and ranks refused when they differ; plain-layout inputs made contiguous).
-    The package carries the kernel source verbatim with its hash (a file changed after export
-    is refused at import), the problem file, the verdict and kgen's version, and a pytest file
-    that re-checks every kernel against its reference on fresh inputs without kgen.
+    Each kernel becomes torch.ops.kgen_PKG.<problem>, a plain function and an nn.Module: its fake implementation runs the problem's reference on fake tensors, so torch.compile(fullgraph=True) traces it without a graph break; a forward exported with its catalog-paired backward (rmsnorm_forward + rmsnorm_backward, cross_entropy_*, layernorm_*) gets autograd through the backward kernel. Calls are held to what the verifier checked (dtypes and ranks refused when they differ; plain-layout inputs made contiguous). The package carries the kernel source verbatim with its hash (a file changed after export is refused at import), the problem file, the verdict and kgen's version, and a pytest file that re-checks every kernel against its reference on fresh inputs without kgen.
 
-    Only a "passed" verdict exports: a run's winner (its final_eval.json or eval.json), a
-    kernel file beside its run's eval.json, a seed whose evidence.json holds its code hash, or
-    else a kernel file kgen verifies now, as `kgen eval` does.
+    Only a "passed" verdict exports: a run's winner (its final_eval.json or eval.json), a kernel file beside its run's eval.json, a seed whose evidence.json holds its code hash, or else a kernel file kgen verifies now, as `kgen eval` does.
 
     Examples:
 

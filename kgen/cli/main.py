@@ -25,6 +25,7 @@ from kgen.cli.command_line import (
     UsageError,
     is_help_request,
     quiet_flag_metavars,
+    reflow_help,
     usage_error_line,
     with_default_command,
 )
@@ -86,7 +87,7 @@ def kgen_command() -> Any:
     metavar in `--help`."""
     import typer.main
 
-    return quiet_flag_metavars(typer.main.get_command(app))
+    return reflow_help(quiet_flag_metavars(typer.main.get_command(app)))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import kgen
-from kgen.cli.command_line import MisplacedOptions, with_default_command
+from kgen.cli.command_line import MisplacedOptions, reflowed, with_default_command
 from kgen.cli.exit_codes import EXIT_CODES
 from kgen.cli.main import kgen_command
 from kgen.core.text import counted
@@ -204,3 +204,39 @@ def test_the_readme_shows_generates_progress_callback():
         call = next(node for node in ast.walk(ast.parse(example))
                     if isinstance(node, ast.Call) and ast.unparse(node.func) == "kgen.generate")
         assert {kw.arg for kw in call.keywords} <= set(inspect.signature(kgen.generate).parameters)
+
+
+def _commands(command, path="kgen"):
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, f"{path} {name}")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Summary.\n\nA sentence wrapped\nat one width\nand another.", "Summary.\n\nA sentence wrapped at one width and another."),
+    ("Summary.\n\nExamples:\n\n  kgen eval a b\n  kgen eval c d", "Summary.\n\nExamples:\n\n  kgen eval a b\n  kgen eval c d"),
+    ("S.\n\nWhat it checks:\n- dtypes\n- ranks and\n  layouts", "S.\n\nWhat it checks:\n- dtypes\n- ranks and\n  layouts"),
+    ("S.\n\n\b\nkept\nas is", "S.\n\n\b\nkept\nas is"),
+    ("A summary that\nwraps.", "A summary that wraps."),
+])
+def test_help_prose_is_reflowed_and_examples_lists_and_verbatim_blocks_are_not(text, expected):
+    assert reflowed(text) == expected
+
+
+def test_every_commands_help_folds_at_the_terminal_width_not_at_its_docstrings():
+    """typer's rich help keeps a docstring's line breaks: a paragraph wrapped at 100 columns in
+    the source came out ragged at 80 (`kgen export --help`, `kgen eval --help`, ...)."""
+    ragged = []
+    for path, command in _commands(kgen_command()):
+        for paragraph in (command.help or "").split("\n\n"):
+            if paragraph.startswith((" ", "\b")):
+                continue
+            lines = paragraph.split("\n")
+            if any(not line.startswith((" ", "- ", "* ")) for line in lines[1:]):
+                ragged.append(f"{path}: {lines[0][:50]}")
+    assert not ragged, ragged
+    export = kgen_cli("export", "--help")
+    assert export.returncode == 0
+    folded = " ".join(line.strip() for line in export.stdout.splitlines())
+    assert "a plain function and an nn.Module: its fake implementation runs" in folded
+    assert max(len(line) for line in export.stdout.splitlines()) <= 80
