@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from kgen.evals.problem.catalog import UnknownProblemError, catalog
 from kgen.evals.problem.format import ProblemError, ProblemInfo, model_method, parse_problem
 from kgen.evals.problem.same_reference import ProblemReference
+from kgen.knowledge_base import UNVERIFIED_SEEDS_DIR
 
 if TYPE_CHECKING:
     from kgen.knowledge_base.store import KnowledgeBase
@@ -125,7 +126,13 @@ def match_library(info: ProblemInfo, kb: KnowledgeBase, *, backend: str, target:
         if not why:
             twins.append(name)
     if not twins:
-        return LibraryMatch(problem=info.name, reason=_no_twin_reason(backend, checked, other_interface))
+        reason = _no_twin_reason(backend, checked, other_interface)
+        waiting = _waiting_twins(reference, backend, known, exclude=info.name)
+        if waiting:
+            files = ", ".join(f"knowledge_base/seed_kernels_unverified/{backend}/{name}.py" for name in waiting)
+            reason += (f"; the catalog's {' and '.join(waiting)} computes it, but its seed waits for a GPU run "
+                       f"({files}: `kgen eval` it on a GPU)")
+        return LibraryMatch(problem=info.name, reason=reason)
     picks: list[str] = []
     ranked = {p: sorted(by_problem[p], key=lambda item: _rank(item[1], item[2], target, dtype), reverse=True)
               for p in twins}
@@ -134,6 +141,15 @@ def match_library(info: ProblemInfo, kb: KnowledgeBase, *, backend: str, target:
             if ranked[name] and len(picks) < LIBRARY_CANDIDATES:
                 picks.append(ranked[name].pop(0)[0])
     return LibraryMatch(problem=info.name, how="twin", kernels=_entries(kb, picks), twins=twins)
+
+
+def _waiting_twins(reference: ProblemReference, backend: str, known: dict[str, Any], *, exclude: str) -> list[str]:
+    """Catalog problems whose reference computes this one's and whose seed is written but not
+    yet verified on a GPU (so not in the knowledge base): the user is told the operation is
+    covered and what one GPU run would unlock, rather than only that nothing matched."""
+    folder = UNVERIFIED_SEEDS_DIR / backend
+    names = sorted(p.stem for p in folder.glob("*.py")) if folder.is_dir() else []
+    return [name for name in names if name in known and name != exclude and not reference.difference(known[name])]
 
 
 def _no_twin_reason(backend: str, checked: list[str], other_interface: str) -> str:

@@ -76,3 +76,25 @@ def test_a_suite_is_screened_whole_and_a_broken_reference_is_its_reason(kb, tmp_
     matches = match_suite(infos, kb, backend="triton", target="h100")
     assert {n for n, m in matches.items() if m.served} == {"23_Softmax"}
     assert "999_BrokenSoftmax's reference does not run" in matches["999_BrokenSoftmax"].reason
+
+
+@pytest.mark.parametrize(("problem", "waiting"), [
+    ("48_Mean_reduction_over_a_dimension", "mean_dim"), ("49_Max_reduction_over_a_dimension", "max_dim"),
+    ("91_cumsum_reverse", "cumsum_reverse"), ("92_cumsum_exclusive", "cumsum_exclusive"),
+])
+def test_an_operation_whose_catalog_seed_waits_for_a_gpu_says_so(kb, problem, waiting):
+    """The catalog covers the operation but its seed has no GPU evidence yet: the reason names it
+    and the file, so the user knows what one GPU run unlocks (not only that nothing matched)."""
+    match = match_library(level1(problem), kb, backend="triton", target="h100")
+    assert not match.served
+    assert match.reason.startswith("no triton kernel in the library computes this reference (checked: ")
+    assert (f"; the catalog's {waiting} computes it, but its seed waits for a GPU run "
+            f"(knowledge_base/seed_kernels_unverified/triton/{waiting}.py: `kgen eval` it on a GPU)") in match.reason
+
+
+@pytest.mark.parametrize("problem", ["19_ReLU", "90_cumprod", "41_Max_Pooling_1D", "53_Min_reduction_over_a_dimension"])
+def test_a_waiting_seed_is_named_only_where_its_reference_computes_the_problems(kb, problem):
+    match = match_library(level1(problem), kb, backend="triton", target="h100")
+    named = [n for n in ("mean_dim", "max_dim", "cumsum_reverse", "cumsum_exclusive", "causal_attention_forward")
+             if f"catalog's {n} " in match.reason]
+    assert named == [], (problem, match.reason)
