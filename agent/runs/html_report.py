@@ -39,6 +39,7 @@ from kgen.agent.runs.records import (
     max_rel_l2_error,
     progress_series,
 )
+from kgen.agent.runs.run_end import read_stop, standing
 from kgen.agent.runs.summary import (
     EvaluationTime,
     busy_line,
@@ -47,6 +48,7 @@ from kgen.agent.runs.summary import (
     top_level_phases,
 )
 from kgen.agent.search.operators import operator_stats
+from kgen.core.text import counted
 
 REPORT_FILE = "report.html"
 SECTION_IDS = ("summary", "progress", "lineage", "margin", "operators", "kernels", "time", "cost")
@@ -149,9 +151,7 @@ def header_html(data: RunData) -> str:
     parts = [f"<h1>kgen run {esc(data.run.run_id)}</h1>",
              _table(["", ""], [[esc(k), esc(str(v))] for k, v in rows], "meta")]
     if s is None:
-        parts.append('<p class="warn" id="unfinished">This run has not finished (no readable '
-                     f"summary.json): what follows is what it evaluated so far. <code>kgen resume "
-                     f"{esc(data.run.run_id)}</code> continues it.</p>")
+        parts.append(unfinished_html(data))
     if not data.records:
         parts.append('<p class="warn" id="no-candidates">This run has no candidates yet.</p>')
     if s is not None:
@@ -160,6 +160,25 @@ def header_html(data: RunData) -> str:
             parts.append(_note(f"rejected: {rejected}"))
         parts += [_note(f"note: {n}") for n in s.notes]
     return "<header>" + "".join(parts) + "</header>"
+
+
+def unfinished_html(data: RunData) -> str:
+    """Why a run without a summary stopped and what to do, as `kgen runs` says it (one rule:
+    ``run_end.standing``): a failed run that resuming cannot help is not told to resume."""
+    stand = standing(data.run.path, resume=data.run.run_id)
+    stop = read_stop(data.run.path)
+    words = {"running": "is still running", "interrupted": "was interrupted", "failed": "failed"}
+    text = (f"This run {words.get(stand.state, 'has not finished')} (no summary.json): what follows is what "
+            f"it evaluated so far.")
+    if stand.reason:
+        text += f" Why: {esc(stand.reason)}."
+    if stop is not None and stop.model:
+        attempts = f", {counted(stop.attempts, 'request')} sent" if stop.attempts is not None else ""
+        text += f" The model call: {esc(stop.model)} ({esc(stop.error_kind or stop.error_type)}{attempts})."
+    if stand.hint:
+        hint = stand.hint.replace("`", "")
+        text += (f" Next: <code>{esc(hint)}</code>." if hint.startswith("kgen ") else f" Next: {esc(hint)}.")
+    return f'<p class="warn" id="unfinished">{text}</p>'
 
 
 def summary_section(data: RunData) -> Section:

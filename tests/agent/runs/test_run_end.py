@@ -91,6 +91,23 @@ def test_kgen_runs_offers_resume_only_where_it_helps(tmp_path, home):
     assert "before its search began" in lines["20260101-000002-cccccc"]
     assert "kgen resume" not in lines["20260101-000002-cccccc"]
 
+    # `kgen report` of each says what `kgen runs` says, not "kgen resume continues it" for all three
+    def banner(run: Path) -> str:
+        reported = subprocess.run([sys.executable, "-m", "kgen.cli", "report", str(run)], capture_output=True,
+                                  text=True, env=env, timeout=120)
+        assert reported.returncode == 0, reported.stderr
+        page = (run / "report.html").read_text()
+        return page[page.index('id="unfinished"'):].split("</p>", 1)[0]
+
+    said = banner(interrupted)
+    assert "was interrupted" in said and "<code>kgen resume 20260101-000000-aaaaaa</code>" in said
+    said = banner(runs / "20260101-000001-bbbbbb")
+    assert "failed" in said and "Why: cannot reach openai:m@http://127.0.0.1:" in said
+    assert "The model call: openai:m@" in said and "(unreachable, 1 request sent)" in said
+    assert "run the request again" in said and "kgen resume" not in said
+    said = banner(killed)
+    assert "before its search began" in said and "kgen resume" not in said
+
 
 @pytest.mark.slow
 def test_a_run_that_fails_after_its_first_candidate_is_offered_for_resuming_and_resumes(tmp_path, llm_server,
