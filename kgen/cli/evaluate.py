@@ -28,6 +28,7 @@ from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
 from kgen.core.option_table import option
 from kgen.errors import KgenUsageError
+from kgen.evals.bundle import bundle_for_files, write_bundle
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.problem.policies import parse_precision, parse_torch_ops
 from kgen.evals.suites.suite import (
@@ -58,6 +59,11 @@ def check_device(device: str) -> None:
 def eval_command(
     problem: Annotated[str, typer.Argument(help="Catalog name or alias, or a KernelBench-format problem file.")],
     candidate: Annotated[Path, typer.Argument(help="Python file defining ModelNew (KernelBench solution format).")],
+    *,
+    bundle: Annotated[Path | None, typer.Option(
+        "--bundle", metavar="PATH", help="Also write the evidence bundle (kernel, problem, settings, seeds, "
+                                         "versions, result) to PATH (a folder gets bundle.json); `kgen verify` "
+                                         "re-checks it.")] = None,
     **options: Any,
 ) -> None:
     """Verify one candidate kernel against a problem's fp64 reference, in a sandbox.
@@ -85,6 +91,9 @@ def eval_command(
         print(result.model_dump_json(indent=2))
     else:
         print_eval_result(result, console)
+    if bundle is not None:
+        written = write_bundle(bundle_for_files(result, evaluation, candidate, Path(result.problem_path)), bundle)
+        err_console.print(f"wrote the evidence bundle {escape(str(written))}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 
