@@ -193,9 +193,14 @@ def whole_digest(data: dict[str, Any]) -> str:
     return hashlib.sha256(_canonical({k: v for k, v in data.items() if k != "sha256"})).hexdigest()
 
 
+def bundle_file(path: Path) -> Path:
+    """The file ``path`` names: itself when it ends in ``.json``, else ``bundle.json`` in that folder."""
+    return path if path.suffix == ".json" and not path.is_dir() else path / BUNDLE_FILE
+
+
 def write_bundle(bundle: EvidenceBundle, path: Path) -> Path:
-    """Write ``bundle`` to ``path`` (a folder gets ``bundle.json`` inside); the file written."""
-    target = path / BUNDLE_FILE if path.is_dir() else path
+    """Write ``bundle`` to ``path`` (:func:`bundle_file`); the file written."""
+    target = bundle_file(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(bundle.model_dump_json(indent=1) + "\n", encoding="utf-8")
     return target
@@ -218,7 +223,7 @@ def tampered_parts(data: dict[str, Any]) -> list[str]:
 def read_bundle(path: Path) -> EvidenceBundle:
     """The bundle at ``path`` (a folder: its ``bundle.json``), checked against its digests.
     Anything unreadable or edited is a ``BundleError`` that says, in one line, what."""
-    file = path / BUNDLE_FILE if path.is_dir() else path
+    file = bundle_file(path)
     if not file.is_file():
         raise BundleError(f"bundle not found: {path}")
     try:

@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kgen.errors import KgenError
+from kgen.evals.bundle import EvidenceBundle
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import row_from_result
@@ -119,8 +120,10 @@ def entry_from_result(
     provenance: Provenance,
     operation: str = "",
     shapes: dict[str, int] | None = None,
+    bundle: EvidenceBundle | None = None,
 ) -> KernelEntry:
-    """A knowledge-base entry for a kernel that passed; raises NotVerifiedError otherwise."""
+    """A knowledge-base entry for a kernel that passed, with its evidence bundle where there is
+    one; raises NotVerifiedError otherwise."""
     evidence = summarise_verification(result)
     code_hash = normalised_code_hash(source)
     return KernelEntry(
@@ -138,6 +141,7 @@ def entry_from_result(
         timing=timing_from_result(result),
         provenance=provenance,
         code_hash=code_hash,
+        bundle=bundle,
     )
 
 

@@ -20,6 +20,7 @@ from rich.markup import escape
 from kgen.backends.device import Device, resolve_device
 from kgen.cli.evaluate import check_device
 from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 from kgen.evals.bundle import EvidenceBundle, agreement, read_bundle
 from kgen.evals.harness import evaluate
@@ -57,6 +58,9 @@ def verify_command(
         except KgenUsageError as exc:  # a backend not installed here, a target unknown to this kgen
             fail_usage(exc.message)
     verdict = agreement(bundle, again)
+    seeds = ", ".join(str(s) for s in bundle.settings.seeds) or "fresh"
+    console.print(f"re-ran {escape(bundle.kernel_file)} on {escape(bundle.problem)} ({where}, seeds {seeds}, "
+                  f"{counted(len(again.trials), 'trial')}): {again.outcome}", highlight=False, soft_wrap=True)
     console.print(f"{verdict.word.upper()}: {'; '.join(verdict.reasons)}", highlight=False, soft_wrap=True)
     for line in ([local] if local else []) + verdict.notes:
         console.print(f"  note: {escape(line)}", highlight=False, soft_wrap=True)
