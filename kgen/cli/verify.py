@@ -58,7 +58,8 @@ def verify_command(
         except KgenUsageError as exc:  # a backend not installed here, a target unknown to this kgen
             fail_usage(exc.message)
     verdict = agreement(bundle, again)
-    seeds = ", ".join(str(s) for s in bundle.settings.seeds) or "fresh"
+    ran = again.stage("correctness")
+    seeds = ", ".join(str(s) for s in (ran.evidence.get("seeds", []) if ran is not None else [])) or "none drawn"
     console.print(f"re-ran {escape(bundle.kernel_file)} on {escape(bundle.problem)} ({where}, seeds {seeds}, "
                   f"{counted(len(again.trials), 'trial')}): {again.outcome}", highlight=False, soft_wrap=True)
     console.print(f"{verdict.word.upper()}: {'; '.join(verdict.reasons)}", highlight=False, soft_wrap=True)
