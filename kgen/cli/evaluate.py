@@ -59,11 +59,6 @@ def check_device(device: str) -> None:
 def eval_command(
     problem: Annotated[str, typer.Argument(help="Catalog name or alias, or a KernelBench-format problem file.")],
     candidate: Annotated[Path, typer.Argument(help="Python file defining ModelNew (KernelBench solution format).")],
-    *,
-    bundle: Annotated[Path | None, typer.Option(
-        "--bundle", metavar="PATH", help="Also write the evidence bundle (kernel, problem, settings, seeds, "
-                                         "versions, result) to PATH (a folder gets bundle.json); `kgen verify` "
-                                         "re-checks it.")] = None,
     **options: Any,
 ) -> None:
     """Verify one candidate kernel against a problem's fp64 reference, in a sandbox.
@@ -72,7 +67,7 @@ def eval_command(
     (kgen could not judge it here, e.g. the CPU interpreter cannot run what the kernel uses).
     """
 
-    json_output = options.pop("json_output")
+    json_output, bundle = options.pop("json_output"), options.pop("bundle")
     check_device(options["device"])
     # a flag not given (None) leaves the field at its default, the table's
     evaluation = EvalOptions(**{name: value for name, value in options.items() if value is not None})
