@@ -121,15 +121,20 @@ class EvidenceBundle(BaseModel):
         return bool(self.timings.get("candidate") and self.timings["candidate"].median_ms is not None)
 
 
-def _seeds(result: EvalResult, options: EvalOptions) -> list[int]:
-    """The seeds the verifier drew: the correctness stage records them; before it (a static
-    rejection) the options' own, or none (then a re-run draws fresh ones, as the first did)."""
+def seeds_of(result: EvalResult) -> list[int]:
+    """The seeds a verification ran: a passing correctness stage records them all; otherwise
+    those its trials got to (a rejection stops at the first failing trial)."""
     stage = result.stage("correctness")
     if stage is not None and stage.evidence.get("seeds"):
         return [int(s) for s in stage.evidence["seeds"]]
-    if options.seeds:
-        return list(options.seeds)
     return list(dict.fromkeys(t.seed for t in result.trials))
+
+
+def _seeds(result: EvalResult, options: EvalOptions) -> list[int]:
+    """The seeds to repeat: the options' own where the caller fixed them (`kgen eval --bundle`
+    draws them first, so a rejection's bundle holds every one), else :func:`seeds_of`; none
+    (a static rejection) lets a re-run draw fresh ones, as the first did."""
+    return list(options.seeds) if options.seeds else seeds_of(result)
 
 
 def settings_of(result: EvalResult, options: EvalOptions) -> VerifierSettings:

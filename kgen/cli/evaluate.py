@@ -29,7 +29,7 @@ from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
 from kgen.core.option_table import option
 from kgen.errors import KgenUsageError
 from kgen.evals.bundle import bundle_for_files, write_bundle
-from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.harness import EvalOptions, draw_seeds, evaluate
 from kgen.evals.problem.policies import parse_precision, parse_torch_ops
 from kgen.evals.suites.suite import (
     find_candidate,
@@ -71,6 +71,8 @@ def eval_command(
     check_device(options["device"])
     # a flag not given (None) leaves the field at its default, the table's
     evaluation = EvalOptions(**{name: value for name, value in options.items() if value is not None})
+    if bundle is not None and evaluation.seeds is None:  # a bundle names every seed, even a rejection's
+        evaluation = evaluation.model_copy(update={"seeds": draw_seeds(evaluation.n_seeds)})
     try:
         if json_output:
             result = evaluate(problem, candidate, evaluation)

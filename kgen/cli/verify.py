@@ -22,7 +22,7 @@ from kgen.cli.evaluate import check_device
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.text import counted
 from kgen.errors import KgenUsageError
-from kgen.evals.bundle import EvidenceBundle, agreement, read_bundle
+from kgen.evals.bundle import EvidenceBundle, agreement, read_bundle, seeds_of
 from kgen.evals.harness import evaluate
 from kgen.evals.problem.catalog import resolve_problem
 
@@ -58,8 +58,7 @@ def verify_command(
         except KgenUsageError as exc:  # a backend not installed here, a target unknown to this kgen
             fail_usage(exc.message)
     verdict = agreement(bundle, again)
-    ran = again.stage("correctness")
-    seeds = ", ".join(str(s) for s in (ran.evidence.get("seeds", []) if ran is not None else [])) or "none drawn"
+    seeds = ", ".join(str(s) for s in seeds_of(again)) or "none reached"
     console.print(f"re-ran {escape(bundle.kernel_file)} on {escape(bundle.problem)} ({where}, seeds {seeds}, "
                   f"{counted(len(again.trials), 'trial')}): {again.outcome}", highlight=False, soft_wrap=True)
     console.print(f"{verdict.word.upper()}: {'; '.join(verdict.reasons)}", highlight=False, soft_wrap=True)

@@ -49,8 +49,11 @@ def test_a_seed_kernels_bundle_re_verifies_and_agrees(tmp_path):
 
 def test_a_planted_kernels_rejection_re_verifies_as_the_same_rejection(tmp_path):
     path = _bundle(RELU, FIXTURES / "candidates" / "relu_wrong_math.py", tmp_path / "bad.json", expect=1)
+    seeds = _seeds(path)
+    assert len(seeds) == 2  # every seed drawn, though the rejection stopped at the first
     out = kgen("verify", str(path))
     assert out.returncode == 0, out.stdout + out.stderr
+    assert f"(cpu, seeds {seeds[0]}, " in out.stdout and "): numerical_mismatch" in out.stdout
     assert "AGREES: same verdict: numerical_mismatch" in out.stdout
 
 
