@@ -239,8 +239,8 @@ def read_bundle(path: Path) -> EvidenceBundle:
         raise BundleError(f"{file} is not a bundle: no sha256 field")
     wrong = tampered_parts(data)
     if wrong:
-        raise BundleError(f"{file} was changed after it was written: {', '.join(wrong)} "
-                          f"{'does' if len(wrong) == 1 else 'do'} not match the recorded sha256; refusing to verify")
+        raise BundleError(f"{file} was changed after it was written ({', '.join(wrong)}: not what its sha256 "
+                          "recorded); refusing to verify")
     try:
         return EvidenceBundle.model_validate(data)
     except ValidationError as exc:

@@ -98,7 +98,7 @@ def test_a_tampered_bundle_is_refused_in_one_line_naming_what_does_not_match(bun
 def test_an_edit_names_every_part_it_touched(bundles, tmp_path):
     path = _edit(_written(bundles["rejected"], tmp_path),
                  lambda d: (_flip_to_passed(d), d["settings"].update(seeds=[7])))
-    with pytest.raises(BundleError, match="verifier settings, results do not match"):
+    with pytest.raises(BundleError, match=r"\(verifier settings, results: not what its sha256 recorded\)"):
         read_bundle(path)
 
 
