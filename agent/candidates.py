@@ -19,6 +19,7 @@ from kgen.knowledge_base.schema import KernelEntry, Provenance, Timing
 
 if TYPE_CHECKING:
     from kgen.backends.base import KernelReport
+    from kgen.evals.bundle import EvidenceBundle
     from kgen.evals.result import EvalResult
 
 Origin = Literal["knowledge_base", "mutation", "model"]
@@ -147,7 +148,7 @@ def describe(record: CandidateRecord) -> str:
 
 def entry_for_candidate(result: EvalResult, source: str, record: CandidateIdentity, *, run_id: str,
                         spec_text: str, target: str, dtype: str, operation: str,
-                        shapes: dict[str, int] | None) -> KernelEntry:
+                        shapes: dict[str, int] | None, bundle: EvidenceBundle | None = None) -> KernelEntry:
     """A run's verified candidate as a knowledge-base entry, its provenance naming who wrote it
     (the model, offline tuning or the knowledge base), the run, its generation and its parents."""
     from kgen.knowledge_base.write_back import entry_from_result
@@ -159,4 +160,4 @@ def entry_for_candidate(result: EvalResult, source: str, record: CandidateIdenti
         generation=record.generation,
     )
     return entry_from_result(result, source, spec_text=spec_text, target=target, dtype=dtype,
-                             provenance=provenance, operation=operation, shapes=shapes)
+                             provenance=provenance, operation=operation, shapes=shapes, bundle=bundle)

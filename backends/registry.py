@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from functools import cache
+from importlib import metadata
 
 from pydantic import BaseModel, ConfigDict
 
@@ -211,3 +212,22 @@ def get_backend(name: str) -> Backend:
     Importing the implementation imports no toolchain: each backend imports its own
     (triton, cutlass) only when a method needs it."""
     return _factory(backend_info(name).name)()
+
+
+def toolchain_versions(backend: str) -> dict[str, str]:
+    """torch's and the backend's toolchains' installed versions, read from the distributions'
+    metadata (nothing is imported); a module whose distribution has another name is found
+    through ``packages_distributions``."""
+    versions: dict[str, str] = {}
+    names = ("torch", *backend_info(backend).requires)
+    owners = None
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+            continue
+        except metadata.PackageNotFoundError:
+            pass
+        owners = owners if owners is not None else metadata.packages_distributions()
+        dists = owners.get(name, [])
+        versions[name] = ",".join(sorted(metadata.version(d) for d in dists)) if dists else "not installed"
+    return versions

@@ -98,6 +98,11 @@ class EvalOptions(BaseModel):
     rank_against_ms: float | None = None
 
 
+def draw_seeds(n: int) -> list[int]:
+    """Fresh seeds for a verification that was given none: every run draws its own."""
+    return [secrets.randbelow(2**31 - 1) for _ in range(n)]
+
+
 def _validate_targets(names: list[str]) -> list[str]:
     return [resolve_target(name).name for name in names]
 
@@ -129,7 +134,7 @@ def evaluate(
     _validate_backend(options.backend, targets)
     also_compile_for = [t for t in _validate_targets(options.also_compile_for) if t not in targets]
     device = resolve_device(options.device)
-    seeds = options.seeds or [secrets.randbelow(2**31 - 1) for _ in range(options.n_seeds)]
+    seeds = options.seeds or draw_seeds(options.n_seeds)
     policies = info.policies(options.precision, options.torch_ops)
 
     spec = _child_spec(options, device)

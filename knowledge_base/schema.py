@@ -15,9 +15,10 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from kgen.backends.targets import UnknownTargetError, resolve_target
+from kgen.evals.bundle import EvidenceBundle
 from kgen.evals.timing.bench_result import speedup_text
 
 #: "best": the fastest verified kernel of its (problem, backend, target, dtype);
@@ -143,6 +144,17 @@ class KernelEntry(BaseModel):
     provenance: Provenance
     code_hash: str
     role: KernelRole = "best"
+    #: the verification's evidence bundle (``evals/bundle.py``), which `kgen verify` re-checks;
+    #: None for a kernel stored without one (seeds, entries written before bundles)
+    bundle: EvidenceBundle | None = None
+
+    @model_serializer(mode="wrap")
+    def _bundle_when_present(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Written only when there is one: entries without a bundle keep their bytes."""
+        data = handler(self)
+        if data.get("bundle", True) is None:
+            del data["bundle"]
+        return data
 
     @property
     def slot(self) -> tuple[str, str, str, str]:

@@ -4,7 +4,8 @@ The policy per slot (problem, backend, target, dtype):
 
 * a kernel that did not pass full verification is refused (``NotVerifiedError``);
 * the same code (normalised hash) is stored once: a second sighting only
-  improves the record's timing if it measured faster;
+  improves the record's timing if it measured faster (its evidence bundle with it), or gives
+  a record without an evidence bundle its own;
 * the fastest measured kernel is the slot's ``best``; a previous best becomes
   a ``stepping_stone`` (it was best of its generation once);
 * a kernel that is not the best is kept as a stepping stone only when the run
@@ -25,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kgen.errors import KgenError
+from kgen.evals.bundle import EvidenceBundle
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import row_from_result
@@ -119,8 +121,10 @@ def entry_from_result(
     provenance: Provenance,
     operation: str = "",
     shapes: dict[str, int] | None = None,
+    bundle: EvidenceBundle | None = None,
 ) -> KernelEntry:
-    """A knowledge-base entry for a kernel that passed; raises NotVerifiedError otherwise."""
+    """A knowledge-base entry for a kernel that passed, with its evidence bundle where there is
+    one; raises NotVerifiedError otherwise."""
     evidence = summarise_verification(result)
     code_hash = normalised_code_hash(source)
     return KernelEntry(
@@ -138,6 +142,7 @@ def entry_from_result(
         timing=timing_from_result(result),
         provenance=provenance,
         code_hash=code_hash,
+        bundle=bundle,
     )
 
 
@@ -151,9 +156,14 @@ def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: boo
         same = next((e for e in slot if e.code_hash == entry.code_hash), None)
         if same is not None:
             if faster_on(entry.timing, same.timing, target):
-                kb.put_kernels([same.model_copy(update={"timing": entry.timing})])
+                # the bundle goes with the timing it measured (where the new sighting has one)
+                kb.put_kernels([same.model_copy(update={"timing": entry.timing, "bundle": entry.bundle or same.bundle})])
                 settle_best(kb, problem, backend, target, dtype)
                 return WriteOutcome(id=same.id, action="improved_timing")
+            if same.bundle is None and entry.bundle is not None:
+                kb.put_kernels([same.model_copy(update={"bundle": entry.bundle})])
+                return WriteOutcome(id=same.id, action="duplicate",
+                                    reason="same code already stored; its evidence bundle added")
             return WriteOutcome(id=same.id, action="duplicate", reason="same code already stored")
         best = next((e for e in slot if e.role == "best"), None)
         if best is None or faster_on(entry.timing, best.timing, target):

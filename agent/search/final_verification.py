@@ -34,6 +34,13 @@ from kgen.agent.search.verification_record import (
 from kgen.agent.spec.kernel_spec import KernelSpec
 from kgen.backends.device import Device
 from kgen.evals.batch import default_workers
+from kgen.evals.bundle import (
+    BUNDLE_FILE,
+    BundleError,
+    EvidenceBundle,
+    bundle_for_files,
+    read_bundle,
+)
 from kgen.evals.harness import EvalOptions, evaluate
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.size_sets import verification_size_plan
@@ -118,7 +125,8 @@ class FinalVerifier:
         return verification_key(spec.problem, source, options, self.device, self.gpu_model())
 
     def result(self, spec: KernelSpec, record: CandidateRecord) -> EvalResult:
-        """The winner's full-size result, saved as ``final_eval.json`` unless cut short."""
+        """The winner's full-size result, saved as ``final_eval.json`` unless cut short, with
+        its evidence bundle (``bundle.json``) beside it."""
         options = self.options_for(spec, record.target)
         if not self.device.is_gpu:
             result = self.run.load_eval(record.id)  # the CPU plan is already the full one: kept as such
@@ -126,6 +134,8 @@ class FinalVerifier:
                 key = self.key(spec, record, options)
                 if key is not None:
                     save_record(key, result, self.run.run_id)
+            if result is not None:
+                self.write_bundle(spec, record, options, result)
             return result
         cached = self.run.load_eval(record.id, "final_eval.json")
         if cached is not None:
@@ -147,7 +157,25 @@ class FinalVerifier:
                                            self.run.run_id, evaluate)
         if not result.cut_short:
             self.run.write(f"candidates/{record.id}/final_eval.json", result.model_dump_json(indent=1))
+            self.write_bundle(spec, record, options, result)
         return result
+
+    def write_bundle(self, spec: KernelSpec, record: CandidateRecord, options: EvalOptions,
+                     result: EvalResult) -> None:
+        """The winner's evidence bundle (``evals/bundle.py``): what `kgen verify` re-checks, and
+        what the knowledge base keeps with the kernel (:meth:`bundle`)."""
+        bundle = bundle_for_files(result, options, self.run.candidate_source(record.id),
+                                  resolve_problem(spec.problem).path)
+        self.run.write(f"candidates/{record.id}/{BUNDLE_FILE}", bundle.model_dump_json(indent=1) + "\n")
+
+    def bundle(self, candidate_id: str) -> EvidenceBundle | None:
+        """A winner's bundle as written by :meth:`write_bundle`; None where there is none (or it
+        no longer matches its digests: the knowledge base keeps only an intact one)."""
+        path = self.run.candidate_dir(candidate_id) / BUNDLE_FILE
+        try:
+            return read_bundle(path) if path.is_file() else None
+        except BundleError:
+            return None
 
     def start_beside(self, state: RunState, generation: int, screenings: int) -> None:
         """Start the full-size verification of the best candidate so far beside the last

@@ -560,7 +560,7 @@ class Runner:
         entry = entry_for_candidate(
             result, self.run.candidate_source(record.id).read_text(), record, run_id=self.run.run_id,
             spec_text=self.options.request, target=target, dtype=state.dtype,
-            operation=state.spec.operation, shapes=state.spec.shapes,
+            operation=state.spec.operation, shapes=state.spec.shapes, bundle=self.final_verifier.bundle(record.id),
         )
         try:
             outcome = record_kernel(open_knowledge_base(self.options.kb, embedding=self.options.kb_embedding), entry, generation_best=True)

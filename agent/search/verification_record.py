@@ -20,13 +20,12 @@ import json
 import os
 import secrets
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from kgen.backends.device import Device
-from kgen.backends.registry import backend_info
+from kgen.backends.registry import toolchain_versions
 from kgen.core.config import kgen_home
 from kgen.core.version import __version__
 from kgen.evals.harness import EvalOptions
@@ -77,25 +76,6 @@ class VerificationRecord(BaseModel):
 
 def records_dir() -> Path:
     return kgen_home() / RECORDS_FOLDER
-
-
-def toolchain_versions(backend: str) -> dict[str, str]:
-    """torch's and the backend's toolchains' installed versions, read from the distributions'
-    metadata (nothing is imported); a module whose distribution has another name is found
-    through ``packages_distributions``."""
-    versions: dict[str, str] = {}
-    names = ("torch", *backend_info(backend).requires)
-    owners = None
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-            continue
-        except metadata.PackageNotFoundError:
-            pass
-        owners = owners if owners is not None else metadata.packages_distributions()
-        dists = owners.get(name, [])
-        versions[name] = ",".join(sorted(metadata.version(d) for d in dists)) if dists else "not installed"
-    return versions
 
 
 def size_plan(problem: str | Path, source: str, options: EvalOptions, device: Device) -> list[dict[str, int]]:

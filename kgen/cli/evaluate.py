@@ -28,7 +28,8 @@ from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
 from kgen.core.option_table import option
 from kgen.errors import KgenUsageError
-from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.bundle import bundle_for_files, write_bundle
+from kgen.evals.harness import EvalOptions, draw_seeds, evaluate
 from kgen.evals.problem.policies import parse_precision, parse_torch_ops
 from kgen.evals.suites.suite import (
     find_candidate,
@@ -66,10 +67,12 @@ def eval_command(
     (kgen could not judge it here, e.g. the CPU interpreter cannot run what the kernel uses).
     """
 
-    json_output = options.pop("json_output")
+    json_output, bundle = options.pop("json_output"), options.pop("bundle")
     check_device(options["device"])
     # a flag not given (None) leaves the field at its default, the table's
     evaluation = EvalOptions(**{name: value for name, value in options.items() if value is not None})
+    if bundle is not None and evaluation.seeds is None:  # a bundle names every seed, even a rejection's
+        evaluation = evaluation.model_copy(update={"seeds": draw_seeds(evaluation.n_seeds)})
     try:
         if json_output:
             result = evaluate(problem, candidate, evaluation)
@@ -85,6 +88,9 @@ def eval_command(
         print(result.model_dump_json(indent=2))
     else:
         print_eval_result(result, console)
+    if bundle is not None:
+        written = write_bundle(bundle_for_files(result, evaluation, candidate, Path(result.problem_path)), bundle)
+        err_console.print(f"wrote the evidence bundle {escape(str(written))}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 

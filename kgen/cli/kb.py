@@ -8,7 +8,7 @@ store is seeded with the shipped kernels and guidance on first use.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,9 @@ from kgen.cli.terminal import console, err_console, fail_usage, new_table, print
 from kgen.core.settings import load_settings
 from kgen.core.text import counted
 from kgen.errors import KgenUsageError
+
+if TYPE_CHECKING:
+    from kgen.knowledge_base.schema import KernelEntry
 
 kb_app = typer.Typer(
     help=(
@@ -124,9 +127,16 @@ def kb_show(
     kb: KbOption = None,
     source: Annotated[bool, typer.Option("--source/--no-source", help="Print the kernel's source.")] = True,
     json_output: Annotated[bool, typer.Option("--json", help="Print the whole entry as JSON.")] = False,
+    bundle_output: Annotated[bool, typer.Option(
+        "--bundle", help="Print the kernel's evidence bundle (bundle.json) for `kgen verify`.")] = False,
 ) -> None:
-    """One kernel: its slot, verification evidence, timings, provenance and source."""
+    """One kernel: its slot, verification evidence, timings, provenance, evidence bundle and source."""
     entry = _one(_open(kb), kernel_id)
+    if bundle_output:
+        if entry.bundle is None:
+            fail_usage(f"kernel {entry.id} has no evidence bundle stored with it")
+        print(entry.bundle.model_dump_json(indent=1))
+        return
     if json_output:
         print(entry.model_dump_json(indent=1))
         return
@@ -145,10 +155,21 @@ def kb_show(
         f"by {p.model}; run {p.run_id or '-'}; generation {p.generation if p.generation is not None else '-'}; "
         f"parents {', '.join(p.parent_ids) or '-'}; created {p.created}",
     ]
+    lines.append(_bundle_line(entry))
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
     if source:
         print_code(entry.source)
+
+
+def _bundle_line(entry: KernelEntry) -> str:
+    """Whether the entry keeps its evidence bundle, and how a reader re-checks it."""
+    bundle = entry.bundle
+    if bundle is None:
+        return "evidence bundle: none stored with this kernel"
+    return (f"evidence bundle: {bundle.result.outcome} on {bundle.device_name}, kgen {bundle.kgen_version}, "
+            f"seeds {bundle.settings.seeds}, sha256 {bundle.sha256[:16]}; re-check it: "
+            f"kgen kb show {entry.id} --bundle > bundle.json && kgen verify bundle.json")
 
 
 @kb_app.command("search")

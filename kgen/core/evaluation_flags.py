@@ -104,6 +104,9 @@ EVAL_FLAGS: tuple[CommandFlag, ...] = (
     *_POLICY_FLAGS,
     CommandFlag("json_output", ("--json",), "Print the EvalResult as JSON instead of a table.",
                 annotation=bool, default=False),
+    CommandFlag("bundle", ("--bundle",), "Also write the evidence bundle (kernel, problem, settings and seeds, "
+                "versions, device, result) to this path (a folder gets bundle.json); `kgen verify` re-checks it.",
+                annotation=Path | None, default=None),
 )
 
 #: `--markdown` of `kgen bench` and `kgen solve`: the table a suite ends with, for a file

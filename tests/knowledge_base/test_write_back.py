@@ -91,6 +91,31 @@ def test_remeasured_duplicate_improves_timing_and_can_take_the_slot(kb):
     assert _roles(kb) == {a.id: "best", b.id: "stepping_stone"}
 
 
+def _bundle_of(entry, seeds: list[int]):
+    from kgen.evals.bundle import build_bundle
+    from kgen.evals.harness import EvalOptions
+
+    result = passed_result()
+    return build_bundle(result, EvalOptions(device="cpu", seeds=seeds), entry.source, "class Model: ...\n",
+                        "k.py", f"{result.problem}.py")
+
+
+def test_the_same_code_seen_again_brings_its_bundle_where_the_stored_kernel_has_none(kb):
+    """A kernel stored without a bundle (a seed) gets the first bundle a run brings for the
+    same code; one that has a bundle keeps it unless the new sighting measured faster."""
+    plain = make_entry(1, time_ms=2.0)
+    record_kernel(kb, plain)
+    first, second = _bundle_of(plain, [1]), _bundle_of(plain, [2])
+    outcome = record_kernel(kb, plain.model_copy(update={"bundle": first}))
+    assert (outcome.action, outcome.reason) == ("duplicate", "same code already stored; its evidence bundle added")
+    assert kb.get_kernel(plain.id).bundle == first
+    assert record_kernel(kb, plain.model_copy(update={"bundle": second})).reason == "same code already stored"
+    assert kb.get_kernel(plain.id).bundle == first
+    faster = plain.model_copy(update={"bundle": second, "timing": plain.timing.model_copy(update={"time_ms": 1.0})})
+    assert record_kernel(kb, faster).action == "improved_timing"
+    assert kb.get_kernel(plain.id).bundle == second
+
+
 def test_a_time_from_another_gpu_never_ranks_a_kernel_for_the_slots_target(kb):
     """The one ranking rule (``Timing.time_on``), as in the search: a kernel timed on an A100 is
     not faster on H100 however small its number, and never demotes the H100-timed best."""

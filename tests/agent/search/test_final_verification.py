@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import kgen
-from kgen.agent.candidates import CandidateRecord
+from kgen.agent.candidates import CandidateRecord, entry_for_candidate
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.run_options import RunOptions
 from kgen.agent.search import final_verification
@@ -25,7 +25,14 @@ from kgen.backends.device import Device
 from kgen.evals.harness import EvalOptions
 from kgen.evals.result import EvalResult
 from kgen.evals.timing.gpu_identity import GpuIdentity
-from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageResult, StageStatus, Verdict
+from kgen.evals.verdict import (
+    InconclusiveCause,
+    RejectionClass,
+    StageResult,
+    StageStatus,
+    Trial,
+    Verdict,
+)
 from kgen.knowledge_base.code_hash import normalised_code_hash
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -215,3 +222,46 @@ def test_an_offline_cpu_run_records_its_winners_verification(tmp_path):
     assert record.run_id == RunDirectory(tmp_path / "run").run_id
     run = RunDirectory(tmp_path / "run")
     assert record.key.code_hash == normalised_code_hash(run.candidate_source("g0-c00").read_text())
+    # its evidence bundle beside it, and in the knowledge base with the (seed) kernel it re-found
+    from kgen.evals.bundle import read_bundle
+    from kgen.knowledge_base.store import KnowledgeBase
+
+    bundle = read_bundle(run.candidate_dir("g0-c00"))
+    assert bundle.result.passed and bundle.settings.device is Device.CPU and bundle.settings.seeds
+    assert bundle.kernel_source == run.candidate_source("g0-c00").read_text()
+    kept = [e.bundle for e in KnowledgeBase.open(str(tmp_path / "kb")).kernels() if e.bundle is not None]
+    assert kept == [bundle]
+
+
+def test_a_winner_has_an_evidence_bundle_that_the_knowledge_base_keeps(tmp_path, monkeypatch):
+    """Beside final_eval.json the winner's bundle: its source, the problem, the timing with its
+    interval; intact, it goes into the knowledge-base entry and comes back out still intact."""
+    from kgen.evals.bundle import read_bundle
+    from kgen.knowledge_base.schema import entry_document, entry_from_document
+
+    source = SOFTMAX_SEED.read_text()
+    fake = FakeEvaluate()
+    fake.verified.bench.measurements["candidate"].p10_ms, fake.verified.bench.measurements["candidate"].p90_ms = (
+        0.09, 0.12)
+    fake.verified.trials.append(Trial(seed=5, sizes={"N": 8}, passed=True))
+    runner, _ = _gpu_runner(tmp_path, "run-a", monkeypatch, fake, source)
+    result = runner.final_verifier.result(SPEC, _winner())
+    bundle = runner.final_verifier.bundle("g0-c00")
+    assert bundle is not None and read_bundle(runner.run.candidate_dir("g0-c00")) == bundle
+    assert bundle.kernel_source == source and bundle.problem == "softmax" and "class Model" in bundle.problem_source
+    assert bundle.result == result and bundle.device_name == H100 and bundle.settings.timed
+    assert (bundle.timings["candidate"].median_ms, bundle.timings["candidate"].p90_ms) == (0.1, 0.12)
+
+    entry = entry_for_candidate(result, source, _winner(), run_id=runner.run.run_id, spec_text="softmax",
+                                target="h100", dtype="float32", operation="softmax", shapes=None,
+                                bundle=runner.final_verifier.bundle("g0-c00"))
+    kept = entry_from_document(entry_document(entry)).bundle
+    assert kept == bundle
+    kept_file = tmp_path / "kept.json"
+    kept_file.write_text(kept.model_dump_json())
+    assert read_bundle(kept_file) == bundle  # still matches its digests after the store's round trip
+
+    # an edited bundle in the run folder is not carried into the knowledge base
+    path = runner.run.candidate_dir("g0-c00") / "bundle.json"
+    path.write_text(path.read_text().replace('"device_name": "NVIDIA', '"device_name": "Fake'))
+    assert runner.final_verifier.bundle("g0-c00") is None

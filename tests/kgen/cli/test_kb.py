@@ -112,3 +112,37 @@ def test_corrupt_store_is_a_clear_error(tmp_path):
     out = kgen(tmp_path, "kb", "stats")
     assert out.returncode == 2
     assert "cannot be read" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_show_says_whether_a_kernel_keeps_its_evidence_bundle_and_prints_it(tmp_path):
+    """A seed has no bundle (and `--bundle` says so, exit 2); an entry imported with one shows
+    it in a line, and `--bundle` prints it intact for `kgen verify`."""
+    from kgen.evals.bundle import build_bundle, read_bundle
+    from kgen.evals.harness import EvalOptions
+    from kgen.evals.result import EvalResult
+    from kgen.evals.verdict import StageResult, StageStatus, Verdict
+
+    export = tmp_path / "kb.jsonl"
+    assert kgen(tmp_path, "kb", "export", str(export)).returncode == 0
+    header, first = export.read_text().splitlines()[:2]
+    row = json.loads(first)
+    seed = kgen(tmp_path, "kb", "show", row["id"], "--no-source")
+    assert "evidence bundle: none stored with this kernel" in seed.stdout
+    refused = kgen(tmp_path, "kb", "show", row["id"], "--bundle")
+    assert refused.returncode == 2 and f"kernel {row['id']} has no evidence bundle" in refused.stderr
+
+    result = EvalResult(problem=row["problem"], problem_path="p.py", candidate="k.py", backend=row["backend"],
+                        device="cpu", verdict=Verdict.PASSED, kgen_version="1.2.3",
+                        stages=[StageResult(name="correctness", status=StageStatus.PASSED,
+                                            evidence={"seeds": [11, 12]})])
+    bundle = build_bundle(result, EvalOptions(device="cpu"), row["source"], "class Model: ...\n", "k.py", "p.py")
+    with_bundle = tmp_path / "with_bundle.jsonl"
+    with_bundle.write_text(header + "\n" + json.dumps({**row, "bundle": json.loads(bundle.model_dump_json())}) + "\n")
+    other = tmp_path / "other-store"
+    assert kgen(tmp_path, "kb", "import", str(with_bundle), "--no-verify", "--kb", str(other)).returncode == 0
+    shown = kgen(tmp_path, "kb", "show", row["id"], "--no-source", "--kb", str(other))
+    assert (f"evidence bundle: passed on cpu, kgen 1.2.3, seeds [11, 12], sha256 {bundle.sha256[:16]}; re-check it: "
+            f"kgen kb show {row['id']} --bundle > bundle.json && kgen verify bundle.json") in shown.stdout
+    printed = kgen(tmp_path, "kb", "show", row["id"], "--bundle", "--kb", str(other))
+    (tmp_path / "bundle.json").write_text(printed.stdout)
+    assert read_bundle(tmp_path / "bundle.json") == bundle
