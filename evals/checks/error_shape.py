@@ -208,10 +208,19 @@ def _operand_like(x: object) -> bool:
     )
 
 
+def rounding_format(text: str) -> str | None:
+    """The format ("tf32", "bf16", "fp16") whose rounding ``error_pattern`` found an error shaped
+    like, read from its phrases or a message that quotes them; None when none was."""
+    for fmt in ("tf32", "bf16", "fp16"):
+        if f"the shape of {fmt.upper()} rounding" in text:
+            return fmt
+    return None
+
+
 def precision_advice(phrases: list[str], precision: str) -> str | None:
     """What a rounding-shaped error means under the evaluation's precision policy."""
     text = " ".join(phrases)
-    if "TF32 rounding" in text:
+    if rounding_format(text) == "tf32":
         if precision == "ieee":
             return (
                 "precision policy ieee judges fp32 problems as IEEE fp32: an fp32 tl.dot rounds its inputs to "

@@ -90,7 +90,7 @@ def test_every_backend_failing_is_an_error_naming_each(tmp_path):
     from kgen.api import KgenUsageError
 
     with pytest.raises(KgenUsageError) as caught:
-        kgen.generate("cumsum for H100, both backends", models=[], device="cpu", out=tmp_path / "run",
+        kgen.generate("fused embedding RMSNorm backward for H100, both backends", models=[], device="cpu", out=tmp_path / "run",
                       kb=str(tmp_path / "kb"))
     text = str(caught.value)
     assert text.startswith("no backend produced a run: ")

@@ -115,16 +115,16 @@ def test_three_generations_against_openai_and_anthropic(tmp_path, llm_server, ho
 
 def test_model_reads_the_request_and_a_model_without_code_is_one_clear_error(tmp_path, llm_server, home):
     llm_server.script("openai", [
-        Reply.text(json.dumps({"problem": "softcap", "operation": "logit softcap", "backend": "triton",
+        Reply.text(json.dumps({"problem": "mean_dim", "operation": "mean over one axis", "backend": "triton",
                                "targets": ["h100"], "dtypes": [], "shapes": {}})),
         Reply.text("Sorry, I cannot help with that."),
         Reply.text("Still no code."),
     ])
     with pytest.raises(kgen.KgenUsageError, match="no model returned code in 2 request"):
-        kgen.generate("the gemma logit soft capping thing", models=[f"openai:m@{llm_server.openai_base_url}"],
+        kgen.generate("the average over one axis thing", models=[f"openai:m@{llm_server.openai_base_url}"],
                       budget=2, generations=1, device="cpu", out=tmp_path / "run", kb=str(tmp_path / "kb"))
     spec = json.loads((tmp_path / "run" / "spec.json").read_text())
-    assert spec["problem"] == "softcap" and spec["source"] == "model"
+    assert spec["problem"] == "mean_dim" and spec["source"] == "model"
 
 
 def test_bad_key_and_unreachable_server_are_one_line_exit_2(tmp_path, llm_server, home):
