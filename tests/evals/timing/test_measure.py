@@ -232,30 +232,36 @@ def test_the_flag_needs_a_second_series_and_is_judged_against_the_honest_op():
     assert any("honest sleep" in f for f in cheat.flags if f.startswith("deferred_work"))
 
 
+def _defers_between_synchronizes(clock, delay_s):
+    """A cheat that tells the timed loop (calls back to back) from the synced windows (a
+    synchronize before each call) by watching the clock's synchronizes: it leaves ``delay_s`` of
+    work behind only when no synchronize came since its last call. Counting rather than timing
+    the gap keeps it exact on a loaded host."""
+    plain_synchronize = clock.synchronize
+    seen = {"synchronizes": 0, "at_last_call": -1}
+
+    def synchronize():
+        seen["synchronizes"] += 1
+        plain_synchronize()
+
+    clock.synchronize = synchronize
+
+    def adaptive():
+        if seen["synchronizes"] == seen["at_last_call"]:
+            clock.side_stream.append(lambda: time.sleep(delay_s))
+        else:
+            time.sleep(delay_s)
+        seen["at_last_call"] = seen["synchronizes"]
+
+    return adaptive
+
+
 def test_work_left_behind_only_in_the_timed_loop_is_flagged_by_its_wall_time():
     """A candidate that tells the timed loop (calls back to back, the host running ahead) from
     the synced windows (calls separated by synchronizes) defers only in the loop: every synced
     window is honest, and the loop's wall time gives it away."""
     clock = FakeClock()
-    plain_synchronize = clock.synchronize
-
-    def synchronize():  # a device-wide synchronize costs tens of microseconds on a GPU
-        plain_synchronize()
-        until = time.perf_counter() + 50e-6
-        while time.perf_counter() < until:
-            pass
-
-    clock.synchronize = synchronize
-    last = {"t": 0.0}
-
-    def adaptive():
-        back_to_back = time.perf_counter() - last["t"] < 40e-6
-        if back_to_back:
-            clock.side_stream.append(lambda: time.sleep(0.003))
-        else:
-            time.sleep(0.003)
-        last["t"] = time.perf_counter()
-
+    adaptive = _defers_between_synchronizes(clock, delay_s=0.003)
     cheat = _loop(adaptive, [()], clock=clock)
     assert cheat.median_ms < 0.5 and cheat.sync_hidden_ms and max(cheat.sync_hidden_ms) < cheat.sync_threshold_ms
     loop_flag = next(f for f in cheat.flags if f.startswith("deferred_work"))
@@ -339,23 +345,7 @@ def test_work_left_behind_in_the_timed_loop_is_seen_across_rounds():
     """A timing split into rounds (each read after its own synchronize) still sees work left
     behind in the loop: each round's synchronize waits for it."""
     clock = FakeClock()
-    plain_synchronize = clock.synchronize
-
-    def synchronize():
-        plain_synchronize()
-        until = time.perf_counter() + 50e-6
-        while time.perf_counter() < until:
-            pass
-
-    clock.synchronize = synchronize
-    last = {"t": 0.0}
-
-    def adaptive():
-        if time.perf_counter() - last["t"] < 40e-6:
-            clock.side_stream.append(lambda: time.sleep(0.002))
-        else:
-            time.sleep(0.002)
-        last["t"] = time.perf_counter()
+    adaptive = _defers_between_synchronizes(clock, delay_s=0.002)
 
     never_precise = StoppingRule(min_samples=5, rel_precision=0.0)
     cheat = _loop(adaptive, [()], clock=clock, budget_s=0.5, max_trials=20, stopping=never_precise)
