@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from kgen.backends.base import KernelReport
 from kgen.backends.device import Device
+from kgen.evals.placement import Placement
 from kgen.evals.problem.memory_plan import MemoryReport
 from kgen.evals.problem.policies import Policies
 from kgen.evals.timeline import Timeline
@@ -117,6 +118,8 @@ class EvalResult(VerifierReport):
     kgen_version: str = ""
     #: set when this result is an earlier passing verification of the same code, not repeated
     reused_verification: ReusedVerification | None = None
+    #: the host, lane and GPU it ran on (``evals/executors/``); None in results saved before
+    placement: Placement | None = None
 
     @model_serializer(mode="wrap")
     def _in_saved_key_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -127,7 +130,7 @@ class EvalResult(VerifierReport):
             del data["notes"]  # written only when there are some: earlier results keep their bytes
         if not data.get("timeline", {}).get("spans", True):
             del data["timeline"]  # likewise: a result without spans reads as one saved before them
-        for key in ("device_name", "reused_verification"):
+        for key in ("device_name", "reused_verification", "placement"):
             if key in data and data[key] is None:
                 del data[key]  # written only when known, for the same reason
         return {key: data[key] for key in _SAVED_KEY_ORDER if key in data} | data

@@ -35,12 +35,15 @@ run) marks that problem failed with the message, and the suite goes on. ``Keyboa
 (and ``SystemExit`` from SIGTERM / SIGHUP) marks the problem(s) in progress interrupted,
 writes ``suite.json`` and goes on up.
 
-Parallelism. Only the local executor exists in this version (``executor = "local"``).
+Parallelism. The executor (``evals/executors/``, ``--executor``) says how many GPUs there are.
 
-* With a GPU (the run's device resolves to ``cuda``) problems run **one at a time**: a
+* With one GPU (the run's device resolves to ``cuda``) problems run **one at a time**: a
   timing taken while another problem's kernels run on the same GPU would be wrong (a run
   itself times its candidates one at a time for the same reason). ``--jobs`` is ignored
   and the log says so.
+* With several (every GPU of the host, or a Ray cluster's), one problem per GPU runs at
+  once: their candidates share one queue over the lanes, and each lane times one
+  candidate at a time alone on its GPU.
 * On the CPU (verification only, no timings) up to ``jobs`` problems run at once, as
   **threads** of this process: a run's heavy work (verifying candidates in Triton's
   interpreter) happens in its sandboxed verifier child processes, so the threads mostly
@@ -112,6 +115,7 @@ from kgen.agent.search.graph import Progress, RunError
 from kgen.backends.device import resolve_device
 from kgen.core.text import counted
 from kgen.errors import KgenUsageError
+from kgen.evals.executors.session import ExecutorChoice, choose, executor_for
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.sandbox.lifecycle import install_signal_handlers, kill_registered
 from kgen.evals.suites.suite import (
@@ -523,9 +527,15 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
                   + (f" ({len(added)} new in the folder: {', '.join(added)})" if added and earlier else ""))
         for line in skipped_lines:
             suite.say(line)
-        if device.is_gpu:
+        choose(ExecutorChoice.of(template), say=suite.say)
+        lanes = len(executor_for(device, template.targets).lanes()) if device.is_gpu and work else 1
+        if device.is_gpu and lanes > 1:
+            workers = min(lanes, len(work))
+            suite.say(f"{executor_for(device, template.targets).describe()}: up to {workers} problems at once, "
+                      "each candidate timed alone on its GPU" + (f"; --jobs {jobs} ignored" if jobs > 1 else ""))
+        elif device.is_gpu:
             workers = 1
-            suite.say("local executor with a GPU: problems run one at a time (timings need the GPU to themselves)"
+            suite.say("one GPU: problems run one at a time (timings need the GPU to themselves)"
                       + (f"; --jobs {jobs} ignored" if jobs > 1 else ""))
         else:
             workers = max(1, min(jobs, len(work)))

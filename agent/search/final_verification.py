@@ -33,7 +33,6 @@ from kgen.agent.search.verification_record import (
 )
 from kgen.agent.spec.kernel_spec import KernelSpec
 from kgen.backends.device import Device
-from kgen.evals.batch import default_workers
 from kgen.evals.bundle import (
     BUNDLE_FILE,
     BundleError,
@@ -41,13 +40,16 @@ from kgen.evals.bundle import (
     bundle_for_files,
     read_bundle,
 )
-from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.executors.lane import default_slots
+from kgen.evals.executors.session import evaluate_one
+from kgen.evals.harness import EvalOptions
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.size_sets import verification_size_plan
 from kgen.evals.result import EvalResult
 from kgen.evals.timing.gpu_identity import visible_gpu
 
-#: ``harness.evaluate``'s signature: what runs a verification (a fake one in tests)
+#: ``harness.evaluate``'s signature: what runs a verification (``session.evaluate_one``: the
+#: process's executor; a fake one in tests)
 Evaluate = Callable[[str | Path, str | Path, EvalOptions], EvalResult]
 
 
@@ -154,7 +156,7 @@ class FinalVerifier:
             else:
                 self.say(f"verifying {record.id} at full sizes for {record.target}")
                 result = verify_and_record(spec.problem, self.run.candidate_source(record.id), options, key,
-                                           self.run.run_id, evaluate)
+                                           self.run.run_id, evaluate_one)
         if not result.cut_short:
             self.run.write(f"candidates/{record.id}/final_eval.json", result.model_dump_json(indent=1))
             self.write_bundle(spec, record, options, result)
@@ -196,7 +198,7 @@ class FinalVerifier:
                 continue
             self.say(f"verifying {record.id} at full sizes beside generation {generation} ({decision.why})")
             self._background[record.id] = BackgroundVerification(
-                state.spec.problem, self.run.candidate_source(record.id), options, key, self.run.run_id, evaluate,
+                state.spec.problem, self.run.candidate_source(record.id), options, key, self.run.run_id, evaluate_one,
             ).start()
 
     def overlap(self, spec: KernelSpec, record: CandidateRecord, options: EvalOptions,
@@ -208,5 +210,5 @@ class FinalVerifier:
         full_peak = plan_peak(info.path, size_plan(spec.problem, source, options, self.device))
         screening_peak = plan_peak(info.path, [dict(s.sizes) for s in verification_size_plan(info, Device.CPU)])
         gpu = visible_gpu()
-        return overlap_decision(full_peak, screening_peak, min(screenings, default_workers(self.device)),
+        return overlap_decision(full_peak, screening_peak, min(screenings, default_slots(self.device)),
                                 gpu.free_bytes if gpu is not None else None)

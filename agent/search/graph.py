@@ -60,6 +60,7 @@ from kgen.backends.targets import DEFAULT_TARGET, resolve_target
 from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 from kgen.evals.batch import evaluate_batch
+from kgen.evals.executors.session import ExecutorChoice, choose
 from kgen.evals.harness import EvalOptions
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import ProblemError, input_dtype
@@ -135,6 +136,7 @@ class Runner:
         self._device: Device | None = None
         self._spec_usage = UsageLedger()
         self._final: FinalVerifier | None = None
+        choose(ExecutorChoice.of(options), say=self.say)  # where this run's evaluations go
 
     # -- helpers ---------------------------------------------------------------------
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from kgen.backends.device import Device, resolve_device
-from kgen.evals.harness import EvalOptions, evaluate
+from kgen.evals.executors.jobs import EvalJob
+from kgen.evals.executors.session import executor_for
+from kgen.evals.harness import EvalOptions
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.result import EvalResult
 from kgen.evals.timing.baseline_cache import file_digest
@@ -37,6 +40,8 @@ class SelfTestRow(BaseModel):
     reason: str = ""
     #: the problem file the row judged: a row is reused only for the same file, unchanged
     digest: str = ""
+    #: where it ran (``host/lane``, ``Placement.label``); "" in rows written before
+    lane: str = ""
 
 
 #: The rows, one JSON object per line, appended as each problem finishes.
@@ -56,7 +61,7 @@ def row_from(info: ProblemInfo, result: EvalResult) -> SelfTestRow:
         problem=info.name, outcome=result.outcome, seconds=round(result.seconds, 2),
         peak_bytes=memory.peak_bytes if memory else None, peak_ratio=memory.peak_ratio if memory else None,
         reason="" if result.passed else result.reason.splitlines()[0][:200] if result.reason else "",
-        digest=file_digest(info.path),
+        digest=file_digest(info.path), lane=result.placement.label if result.placement else "",
     )
 
 
@@ -108,21 +113,42 @@ def run_self_test(
     options = options.model_copy(update={"reference_self_test": True, "device": device})
     out.mkdir(parents=True, exist_ok=True)
     kept = earlier_rows(out, device)
-    rows: list[SelfTestRow] = []
-    with tempfile.TemporaryDirectory(prefix="kgen-self-test-") as folder:
-        for number, info in enumerate(infos, 1):
-            row = kept.get(info.name)
-            earlier = row is not None and row.digest == file_digest(info.path)
-            if not earlier:
-                result = evaluate(info.path, self_test_candidate(info, Path(folder)), options)
-                if result.cut_short:
-                    break  # kgen is stopping: nothing to say about this problem or the rest
-                row = row_from(info, result)
-                with (out / ROWS_FILE).open("a") as rows_file:
-                    rows_file.write(json.dumps({"device": device.value, "row": row.model_dump()}) + "\n")
-            rows.append(row)
-            (out / "self_test.md").write_text(render(rows, command, device))
+    rows: dict[str, SelfTestRow] = {}
+    for info in infos:
+        row = kept.get(info.name)
+        if row is not None and row.digest == file_digest(info.path):
+            rows[info.name] = row
+    todo = [info for info in infos if info.name not in rows]
+    lock = threading.Lock()
+    heard = [0]
+
+    def record(info: ProblemInfo, row: SelfTestRow, earlier: bool) -> None:
+        with lock:
+            rows[info.name] = row
+            heard[0] += 1
+            (out / "self_test.md").write_text(render([rows[i.name] for i in infos if i.name in rows], command, device))
             if progress is not None:
-                progress(f"[{number}/{len(infos)}] {info.name:40s} {row.outcome:12s} {row.seconds:6.1f} s "
-                         f"{'(kept from an earlier run) ' if earlier else ''}{row.reason[:80]}")
-    return rows
+                progress(f"[{heard[0]}/{len(infos)}] {info.name:40s} {row.outcome:12s} {row.seconds:6.1f} s "
+                         f"{'(kept from an earlier run) ' if earlier else _where(row)}{row.reason[:80]}")
+
+    for info in infos:
+        if info.name in rows:
+            record(info, rows[info.name], earlier=True)
+
+    def heard_result(index: int, result: EvalResult) -> None:
+        if result.cut_short:
+            return  # kgen is stopping: nothing to say about this problem
+        row = row_from(todo[index], result)
+        with lock, (out / ROWS_FILE).open("a") as rows_file:
+            rows_file.write(json.dumps({"device": device.value, "row": row.model_dump()}) + "\n")
+        record(todo[index], row, earlier=False)
+
+    with tempfile.TemporaryDirectory(prefix="kgen-self-test-") as folder:
+        jobs = [EvalJob.of(info.path, self_test_candidate(info, Path(folder)), options) for info in todo]
+        # each problem alone on its lane (its peak memory is its own); problems over every lane
+        executor_for(device, options.targets).evaluate(jobs, on_result=heard_result, together=False)
+    return [rows[info.name] for info in infos if info.name in rows]
+
+
+def _where(row: SelfTestRow) -> str:
+    return f"[{row.lane}] " if row.lane else ""

@@ -400,8 +400,7 @@ def _plan(settings: Settings, d: Diagnosis) -> list[str]:
         own = "as each problem declares"
         lines.append(f"every candidate is judged under precision {settings.precision or own}, "
                      f"torch ops {settings.torch_ops or own}")
-    lines.append(f"evaluations run {'(executor ray: not available in this version)' if settings.executor == 'ray' else 'on this machine'}; "
-                 f"runs saved under {settings.runs_location}")
+    lines.append(f"evaluations run {_where_evaluations_run(settings)}; runs saved under {settings.runs_location}")
     kb = d.knowledge_base
     if kb.error is None and kb.exists and kb.kernels == 0:
         lines.append(f"the knowledge base at {kb.location} holds no kernels yet")
@@ -454,6 +453,14 @@ def _backend_info(name: str):
         return backend_info(name)
     except UnknownBackendError:
         return None
+
+
+def _where_evaluations_run(settings: Settings) -> str:
+    """The executor setting in words (nothing is started: doctor only reads)."""
+    gpus = f"{settings.gpus} GPU(s)" if settings.gpus else "every GPU"
+    if settings.executor == "ray":
+        return f"on a Ray cluster ({settings.ray_address or 'RAY_ADDRESS, else auto'}; {gpus} of the target's model)"
+    return f"on this machine ({gpus}, a lane each)"
 
 
 def _check_setup(settings: Settings, d: Diagnosis) -> None:

@@ -383,10 +383,34 @@ attention) and wants the rest in kernels. Default: the problem's declaration, el
     ),
     Option(
         name="executor", annotation=Literal["local", "ray"], default="local", section=EVALUATION,
-        expected="one of local, ray", run=None,
+        expected="one of local, ray", flags=("--executor",), metavar="local|ray",
+        help="Where candidates are evaluated: local (every GPU of this machine, a lane each) or ray "
+             "(the GPUs of a Ray cluster; see --ray-address).",
         doc="""\
-Where candidates are evaluated: "local" (child processes on this machine) or
-"ray" (a Ray cluster; needs `pip install kgen[ray]` and RAY_ADDRESS).""",
+Where candidates are evaluated: "local" (this machine: one lane per visible GPU,
+each with its own verifiers and each candidate timed alone on its GPU) or "ray"
+(a Ray cluster: one actor per GPU of the target's model; `pip install kgen[ray]`
+here and on every node).""",
+    ),
+    Option(
+        name="ray_address", annotation=NonEmpty | None, default=None, section=EVALUATION,
+        expected="auto, HOST:PORT or ray://HOST:PORT", example='"auto"', flags=("--ray-address",),
+        metavar="ADDRESS",
+        help="The Ray cluster for --executor ray: auto (RAY_ADDRESS, else the cluster started on this "
+             "machine by `ray start --head`), HOST:PORT or ray://HOST:PORT.",
+        doc="""\
+The Ray cluster of executor "ray": "auto" (RAY_ADDRESS, else a cluster started
+on this machine with `ray start --head`), "HOST:PORT" or "ray://HOST:PORT".
+Default: RAY_ADDRESS, else "auto".""",
+    ),
+    Option(
+        name="gpus", annotation=int | None, default=None, ge=1, section=EVALUATION,
+        expected="an integer ≥1", example="4", flags=("--gpus",), metavar="N",
+        help="GPUs to evaluate on, a lane each; with --device cpu, the CPU lanes of executor ray. "
+             "Default: gpus as configured, else every GPU the executor finds.",
+        doc="""\
+How many GPUs the executor uses, a lane each. Default: every visible GPU of this
+machine (local) or every GPU of the target's model in the cluster (ray).""",
     ),
     # one evaluation's own options: `kgen eval` / `kgen bench` flags and kgen.evaluate keywords
     Option(

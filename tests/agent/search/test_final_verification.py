@@ -127,7 +127,7 @@ def _gpu_runner(tmp_path: Path, name: str, monkeypatch, fake: FakeEvaluate, sour
     runner = Runner(run, RunOptions(request="softmax", models=[], budget=4, generations=2, device="cuda"),
                     progress=lines.append)
     runner._device = Device.CUDA  # as resolve_device finds it on a GPU machine
-    monkeypatch.setattr(final_verification, "evaluate", fake)
+    monkeypatch.setattr(final_verification, "evaluate_one", fake)
     monkeypatch.setattr(final_verification, "visible_gpu", lambda: GpuIdentity(name=H100, total_bytes=80 * 10**9,
                                                                   free_bytes=79 * 10**9))
     path = run.candidate_source("g0-c00")
