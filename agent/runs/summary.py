@@ -69,6 +69,19 @@ class BestKernel(Timing):
     knowledge_base: str = ""
 
 
+class GpuLoad(BaseModel):
+    """One GPU's (one lane's) share of a run's evaluations."""
+
+    #: ``host/lane`` (``Placement.label``); "this machine" for results saved before placements
+    gpu: str
+    gpu_name: str | None = None
+    candidates: int = 0
+    #: the share of the run's evaluating wall time this GPU was busy (its evaluations' GPU spans)
+    busy_fraction: float | None = None
+    #: its evaluations per minute of the run's evaluating wall time
+    per_minute: float | None = None
+
+
 class RunSummary(BaseModel):
     run_id: str
     run_dir: str
@@ -102,6 +115,10 @@ class RunSummary(BaseModel):
     #: the run's wall time while it evaluated: the first evaluation's start to the last one's
     #: end, the generations between them included (a resumed run's pause too)
     evaluation_wall_s: float | None = None
+    #: evaluations per minute of ``evaluation_wall_s`` per GPU that worked (``GpuLoad``)
+    candidates_per_gpu_minute: float | None = None
+    #: each GPU's (each lane's) evaluations and busy share: several on a multi-GPU host or a cluster
+    per_gpu: list[GpuLoad] = Field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
@@ -123,19 +140,35 @@ class EvaluationTime(BaseModel):
     phase_seconds: dict[str, float] = Field(default_factory=dict)
     gpu_busy_fraction: float | None = None
     evaluation_wall_s: float | None = None
+    #: evaluations per minute per GPU: over the evaluating wall time and the GPUs that worked
+    candidates_per_gpu_minute: float | None = None
+    per_gpu: list[GpuLoad] = Field(default_factory=list)
 
 
 def evaluation_time(results: list[EvalResult]) -> EvaluationTime:
-    """The run's per-phase totals, GPU-busy fraction and evaluating wall time from its
-    evaluations' timelines (results saved before timelines have none and add nothing)."""
-    timelines = [r.timeline for r in results if r.timeline.spans]
-    walls = [w for t in timelines if (w := t.wall()) is not None]
+    """The run's per-phase totals, GPU-busy fraction, evaluating wall time and each GPU's
+    share from its evaluations' timelines (results saved before timelines add nothing)."""
+    timed = [r for r in results if r.timeline.spans]
+    walls = [w for r in timed if (w := r.timeline.wall()) is not None]
     if not walls:
         return EvaluationTime()
     wall = min(w[0] for w in walls), max(w[1] for w in walls)
-    busy = busy_fraction(timelines, wall)
-    return EvaluationTime(phase_seconds=phase_totals(timelines), evaluation_wall_s=round(wall[1] - wall[0], 3),
-                          gpu_busy_fraction=round(busy, 4) if busy is not None else None)
+    minutes = max(wall[1] - wall[0], 1e-9) / 60.0
+    busy = busy_fraction([r.timeline for r in timed], wall)
+    by_gpu: dict[str, list[EvalResult]] = {}
+    for result in timed:
+        by_gpu.setdefault(result.placement.label if result.placement else "this machine", []).append(result)
+    loads = []
+    for gpu, own in by_gpu.items():
+        share = busy_fraction([r.timeline for r in own], wall)
+        loads.append(GpuLoad(gpu=gpu, gpu_name=next((r.device_name for r in own if r.device_name), None),
+                             candidates=len(own), busy_fraction=round(share, 4) if share is not None else None,
+                             per_minute=round(len(own) / minutes, 2)))
+    return EvaluationTime(phase_seconds=phase_totals([r.timeline for r in timed]),
+                          evaluation_wall_s=round(wall[1] - wall[0], 3),
+                          gpu_busy_fraction=round(busy, 4) if busy is not None else None,
+                          candidates_per_gpu_minute=round(len(timed) / minutes / len(loads), 2),
+                          per_gpu=sorted(loads, key=lambda load: load.gpu))
 
 
 def _run_evaluations(run: RunDirectory, records: list[CandidateRecord]) -> list[EvalResult]:
@@ -173,9 +206,8 @@ def build_summary(run: RunDirectory, state: RunState, *, options: RunOptions, de
     )
     if not device.is_gpu and summary.backend:
         summary.notes.append(no_gpu_note(summary.backend))
-    spent = evaluation_time(_run_evaluations(run, records))
-    summary.phase_seconds, summary.gpu_busy_fraction = spent.phase_seconds, spent.gpu_busy_fraction
-    summary.evaluation_wall_s = spent.evaluation_wall_s
+    for name, value in evaluation_time(_run_evaluations(run, records)):
+        setattr(summary, name, value)
     for target, winner in state.winners.items():
         record = next(r for r in records if r.id == winner.candidate)
         final = run.load_eval(record.id, "final_eval.json") or run.load_eval(record.id)
@@ -329,8 +361,16 @@ def render_evaluation_time(summary: RunSummary, console: Console) -> None:
 
 
 def busy_line(spent: EvaluationTime) -> str:
-    """The GPU-busy fraction in words, with the wall time it is a share of."""
+    """The GPU-busy fraction in words, with the wall time it is a share of, and each GPU's
+    share and the candidates per GPU-minute when several GPUs worked."""
     if spent.gpu_busy_fraction is None or spent.evaluation_wall_s is None:
         return "GPU busy: no evaluation recorded a timeline"
-    return (f"GPU busy {100 * spent.gpu_busy_fraction:.0f}% of the {spent.evaluation_wall_s:.1f} s from the "
+    line = (f"GPU busy {100 * spent.gpu_busy_fraction:.0f}% of the {spent.evaluation_wall_s:.1f} s from the "
             "first evaluation's start to the last one's end")
+    if spent.candidates_per_gpu_minute is not None:
+        line += f"; {spent.candidates_per_gpu_minute:.1f} candidates per GPU-minute"
+    if len(spent.per_gpu) > 1:
+        line += "; per GPU: " + ", ".join(
+            f"{load.gpu} {100 * (load.busy_fraction or 0):.0f}% busy ({counted(load.candidates, 'candidate')})"
+            for load in spent.per_gpu)
+    return line

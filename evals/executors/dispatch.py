@@ -98,6 +98,7 @@ class LaneDispatcher:
         self._closed = False
         self._lanes: list[LaneHandle] = _start_all(start_lane, count)
         self._replaced = [0] * count
+        self._busy = [0] * count  # jobs running per lane: a job goes to the least busy lane
         self._threads = [threading.Thread(target=self._serve, args=(i, s), daemon=True, name=f"kgen-lane{i}-{s}")
                          for i, lane in enumerate(self._lanes) for s in range(lane.slots)]
         for thread in self._threads:
@@ -147,42 +148,60 @@ class LaneDispatcher:
         """The first queued task this slot may take: a job run alone (not side by side: a
         self-test's problem, a lone candidate) only in a lane's first slot, so a lane runs
         at most one of those at a time; a retry elsewhere than the lane that lost it."""
-        name = self._lanes[lane].placement.lane
         with self._cv:
             while not self._closed:
-                for task in self._queue:
-                    if slot > 0 and not task.batch.together:
-                        continue
-                    if task.avoid != name or len(self._lanes) == 1:
-                        self._queue.remove(task)
-                        return task
+                name = self._lanes[lane].placement.lane
+                if self._least_busy(lane):
+                    for task in self._queue:
+                        if slot > 0 and not task.batch.together:
+                            continue
+                        if task.avoid != name or len(self._lanes) == 1:
+                            self._queue.remove(task)
+                            self._busy[lane] += 1
+                            return task
                 self._cv.wait(0.5)
             return None
 
+    def _least_busy(self, lane: int) -> bool:
+        """Whether ``lane`` runs no more jobs than any other lane: a batch of eight on four
+        GPUs runs two on each, not eight on the first lane whose thread woke."""
+        return self._busy[lane] <= min(self._busy)
+
+    def _done(self, lane: int) -> None:
+        with self._cv:
+            self._busy[lane] -= 1
+            self._cv.notify_all()
+
     def _serve(self, lane: int, slot: int) -> None:
         while (task := self._next(lane, slot)) is not None:
-            batch = task.batch
-            if batch.error is not None or (task.attempt == 1 and batch.stop()):
-                batch.finish(task.index, None)
-                continue
-            if task.attempt == 1:
-                batch.on_start(task.index)
-            handle = self._lanes[lane]
             try:
-                # a timed job always takes its turn: other batches' jobs may share its GPU
-                result = handle.run(task.job, together=batch.together or task.job.options.bench)
-            except LaneLost as lost:
-                self._replace(lane, handle, str(lost))
-                self._retry_or_give_up(task, handle.placement, f"its lane {handle.placement.label} was lost ({lost})")
-                continue
-            except BaseException as exc:  # a usage error: the caller's mistake, raised in the caller
-                batch.fail(exc)
-                continue
-            result.placement = (result.placement or handle.placement).model_copy(update={"attempt": task.attempt})
-            if result.inconclusive is InconclusiveCause.WORKER_KILLED and task.attempt < TRIES:
-                self._retry_or_give_up(task, handle.placement, result.reason)
-                continue
-            batch.finish(task.index, result)
+                self._run(lane, task)
+            finally:
+                self._done(lane)
+
+    def _run(self, lane: int, task: _Task) -> None:
+        batch = task.batch
+        if batch.error is not None or (task.attempt == 1 and batch.stop()):
+            batch.finish(task.index, None)
+            return
+        if task.attempt == 1:
+            batch.on_start(task.index)
+        handle = self._lanes[lane]
+        try:
+            # a timed job always takes its turn: other batches' jobs may share its GPU
+            result = handle.run(task.job, together=batch.together or task.job.options.bench)
+        except LaneLost as lost:
+            self._replace(lane, handle, str(lost))
+            self._retry_or_give_up(task, handle.placement, f"its lane {handle.placement.label} was lost ({lost})")
+            return
+        except BaseException as exc:  # a usage error: the caller's mistake, raised in the caller
+            batch.fail(exc)
+            return
+        result.placement = (result.placement or handle.placement).model_copy(update={"attempt": task.attempt})
+        if result.inconclusive is InconclusiveCause.WORKER_KILLED and task.attempt < TRIES:
+            self._retry_or_give_up(task, handle.placement, result.reason)
+            return
+        batch.finish(task.index, result)
 
     def _retry_or_give_up(self, task: _Task, placement: Placement, why: str) -> None:
         if task.attempt < TRIES:

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 from kgen.core.text import counted
+from kgen.errors import KgenError
 from kgen.evals.executors.jobs import EvalJob
 from kgen.evals.placement import Placement
 from kgen.evals.result import EvalResult
@@ -21,7 +22,7 @@ OnStart = Callable[[int], None]
 Stop = Callable[[], bool]
 
 
-class LaneLost(Exception):
+class LaneLost(KgenError):
     """A lane ended under a job (its process died, its node was lost): the job's verdict is
     unknown, and the fault is kgen's or the machine's, never the candidate's."""
 

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from kgen.backends.device import Device
-from kgen.errors import KgenUsageError
+from kgen.errors import KgenError, KgenUsageError
 from kgen.evals.executors.dispatch import LaneDispatcher, LaneHandle
 from kgen.evals.executors.interface import Executor, LaneLost, OnResult, OnStart, Stop
 from kgen.evals.executors.jobs import EvalJob
@@ -124,31 +124,37 @@ def run_in_process(runner: LaneRunner, jobs: Sequence[EvalJob], on_result: OnRes
 class ProcessLane(LaneHandle):
     """A lane process on one GPU of this host, and the thread that reads its replies."""
 
-    def __init__(self, gpu_index: int, slots: int) -> None:
+    def __init__(self, index: int, slots: int, gpu: bool = True) -> None:
+        """Lane ``gpu<index>`` on that card, or with ``gpu=False`` CPU lane ``cpu<index>``
+        (tests: the whole lane machinery without a GPU)."""
         self.slots = slots
-        self._log = Path(tempfile.mkstemp(prefix=f"kgen-lane-gpu{gpu_index}-", suffix=".log")[1])
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu_index)}
+        name = f"{'gpu' if gpu else 'cpu'}{index}"
+        self._log = Path(tempfile.mkstemp(prefix=f"kgen-lane-{name}-", suffix=".log")[1])
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(index) if gpu else ""}
         parent = os.getpid()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "kgen.evals.executors.lane_process", "--lane", f"gpu{gpu_index}",
-             "--gpu-index", str(gpu_index), "--slots", str(slots), "--parent", str(parent)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log.open("wb"), env=env,
-            start_new_session=True, preexec_fn=lambda: lifecycle.die_with_parent(parent), text=True,
+            [sys.executable, "-m", "kgen.evals.executors.lane_process", "--lane", name,
+             *(["--gpu-index", str(index)] if gpu else []), "--slots", str(slots), "--parent", str(parent)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=(log := self._log.open("wb")), env=env,
+            # no parent-death signal: Linux sends it when the *thread* that started the child
+            # ends, and lanes are started from short-lived threads; the lane's watchdog polls
+            # for its parent instead (``lifecycle.start_parent_watchdog``)
+            start_new_session=True, text=True,
         )
-        lifecycle.register(self._proc.pid, f"kgen lane gpu{gpu_index} (pid {self._proc.pid})")
+        log.close()  # the lane writes it; this process only reads its tail
+        lifecycle.register(self._proc.pid, f"kgen lane {name} (pid {self._proc.pid})")
         self._lock = threading.Lock()
         self._pending: dict[int, Future] = {}
         self._next = 0
         self._lost: str | None = None
         ready: Future = Future()
-        self._reader = threading.Thread(target=self._read, args=(ready,), daemon=True, name=f"kgen-lane-gpu{gpu_index}")
+        self._reader = threading.Thread(target=self._read, args=(ready,), daemon=True, name=f"kgen-lane-{name}")
         self._reader.start()
         try:
             self.placement = Placement.model_validate(ready.result(timeout=LANE_START_TIMEOUT_S))
         except Exception as exc:
             self.close()
-            raise RuntimeError(f"the lane process for GPU {gpu_index} did not start: {exc}; "
-                               f"its log: {self.log_tail()}") from exc
+            raise KgenError(f"lane {name}'s process did not start: {exc}; its log: {self.log_tail()}") from exc
 
     @property
     def pid(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import atexit
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -37,7 +37,10 @@ class ExecutorChoice(BaseModel):
 
     @classmethod
     def of(cls, options: object) -> ExecutorChoice:
-        """The choice a run's options or the settings hold (their fields of the same names)."""
+        """The choice a run's options, the settings or a command's parsed flags (a mapping)
+        hold, under the options' own names."""
+        if isinstance(options, Mapping):
+            return cls(**{name: options[name] for name in cls.model_fields if name in options})
         return cls(**{name: getattr(options, name) for name in cls.model_fields if hasattr(options, name)})
 
 

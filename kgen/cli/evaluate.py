@@ -29,8 +29,12 @@ from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
 from kgen.core.option_table import option
 from kgen.errors import KgenUsageError
 from kgen.evals.bundle import bundle_for_files, write_bundle
+from kgen.evals.executors.jobs import EvalJob
+from kgen.evals.executors.session import ExecutorChoice, choose, executor_for
 from kgen.evals.harness import EvalOptions, draw_seeds, evaluate
+from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.problem.policies import parse_precision, parse_torch_ops
+from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import (
     find_candidate,
     in_suite_order,
@@ -161,6 +165,8 @@ def bench_command(
         baseline_cache_dir=str(out / "baselines"),
     )
     command = "kgen bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    choose(ExecutorChoice.of(options),
+           say=lambda line: err_console.print(escape(line), highlight=False))
     if options["self_test"]:
         from kgen.evals.suites.self_test import run_self_test
 
@@ -175,31 +181,51 @@ def bench_command(
     for row in unreadable:
         err_console.print(f"{escape(row.reason)} (counted as not correct)", highlight=False, soft_wrap=True)
     rows = list(unreadable)
-    for number, info in enumerate(infos, 1):
+    todo: list[tuple[ProblemInfo, Path]] = []
+    for info in infos:
         failure = load_failure(info)
         if failure is not None:
             err_console.print(f"{escape(failure)} (counted as not correct)", highlight=False, soft_wrap=True)
             rows.append(unreadable_row(info.name, failure))
-            continue
-        candidate = find_candidate(info, candidates)
-        result = None
-        if candidate is not None:
-            err_console.print(f"[dim]\\[{number}/{len(infos)}] {escape(info.name)} ← {escape(candidate.name)} …[/]",
-                              highlight=False)
-            result = evaluate(info.path, candidate, evaluation)
-            # the whole verdict beside the table: the evidence a kernel's row stands on
-            (out / "results").mkdir(parents=True, exist_ok=True)
-            (out / "results" / f"{info.name}.json").write_text(result.model_dump_json(indent=1) + "\n")
-        row = row_from_result(result, info, candidate)
-        rows.append(row)
-        console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason if row.verdict != 'passed' else ''}"),
-                      highlight=False, soft_wrap=True)
+        elif (candidate := find_candidate(info, candidates)) is not None:
+            todo.append((info, candidate))
+        else:
+            rows.append(_bench_row(None, info, None))
+
+    def heard(index: int, result: EvalResult) -> None:
+        info, candidate = todo[index]
+        # the whole verdict beside the table: the evidence a kernel's row stands on
+        (out / "results").mkdir(parents=True, exist_ok=True)
+        (out / "results" / f"{info.name}.json").write_text(result.model_dump_json(indent=1) + "\n")
+        rows.append(_bench_row(result, info, candidate))
+
+    def started(index: int) -> None:
+        info, candidate = todo[index]
+        err_console.print(f"[dim]\\[{index + 1}/{len(todo)}] {escape(info.name)} ← {escape(candidate.name)} …[/]",
+                          highlight=False)
+
+    try:
+        executor = executor_for(resolved, evaluation.targets)
+        if len(executor.lanes()) > 1:
+            err_console.print(f"{len(todo)} problems over {executor.describe()}", highlight=False)
+        jobs = [EvalJob.of(info.path, candidate, evaluation) for info, candidate in todo]
+        executor.evaluate(jobs, on_result=heard, on_start=started, together=False)
+    except KgenUsageError as exc:
+        fail_usage(exc.message)
     rows = in_suite_order(rows)
     summary = summarize(rows)
     paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
     print_suite_result(rows, summary, paths.get("md"), markdown=options["markdown"])
     console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
     raise typer.Exit(summary.exit_code)
+
+
+def _bench_row(result: EvalResult | None, info: ProblemInfo, candidate: Path | None):
+    """A problem's row, printed as it is known."""
+    row = row_from_result(result, info, candidate)
+    console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason if row.verdict != 'passed' else ''}"),
+                  highlight=False, soft_wrap=True)
+    return row
 
 
 def _usage_json(message: str) -> str:

@@ -24,6 +24,8 @@ from kgen.core.option_table import (
     TORCH_OPS_HELP,
     Option,
     eval_option,
+    is_eval_field,
+    option,
 )
 
 #: a CommandFlag's default where it is its option's
@@ -55,8 +57,11 @@ class CommandFlag:
 
     @property
     def option(self) -> Option | None:
-        """The option the flag sets; None for the command's own."""
-        return eval_option(self.name) if self.annotation is None else None
+        """The option the flag sets (an ``EvalOptions`` field, else a setting of the same name,
+        such as the executor); None for the command's own."""
+        if self.annotation is not None:
+            return None
+        return eval_option(self.name) if is_eval_field(self.name) else option(self.name)
 
     def help_text(self) -> str:
         return self.help or (self.option.help if self.option else "")
@@ -130,6 +135,10 @@ BENCH_FLAGS: tuple[CommandFlag, ...] = (
     CommandFlag("backend", ("--backend",), f"Kernel backend of the candidates ({_BACKEND_NAMES}); the "
                 "default candidates are its shipped seed kernels."),
     CommandFlag("markdown", ("--markdown",), MARKDOWN_HELP, annotation=bool, default=False),
+    CommandFlag("executor", ("--executor",)),
+    CommandFlag("ray_address", ("--ray-address",)),
+    CommandFlag("gpus", ("--gpus",), "GPUs to spread the problems over, a lane each (default: every "
+                "one the executor finds); with --device cpu, the CPU lanes of executor ray."),
     CommandFlag("self_test", ("--self-test",),
                 "Evaluate each problem's own reference as the candidate (kernel rules off, every "
                 "correctness check on): proves kgen can judge every problem; writes self_test.md. Run "

@@ -499,6 +499,11 @@ def eval_option(field: str) -> Option:
     return _BY_EVAL_FIELD[field]
 
 
+def is_eval_field(name: str) -> bool:
+    """Whether ``name`` is an ``EvalOptions`` field the table declares."""
+    return name in _BY_EVAL_FIELD
+
+
 def evaluation_field(field: str) -> FieldInfo:
     """An ``EvalOptions`` field's default and bounds, as the table declares them."""
     return eval_option(field).field_info()

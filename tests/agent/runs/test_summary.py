@@ -13,10 +13,12 @@ from kgen.agent.runs.summary import (
     EvaluationTime,
     Evidence,
     RunSummary,
+    busy_line,
     evaluation_time,
     no_gpu_note,
     render_summary,
 )
+from kgen.evals.placement import Placement
 from kgen.evals.result import EvalResult
 from kgen.evals.timeline import Span, Timeline
 
@@ -141,14 +143,30 @@ def test_the_cpu_note_says_what_the_backend_could_do_there():
     assert "compiled for the targets, not run" in cute and "interpreter" not in cute and "--device cuda" in cute
 
 
-def _evaluated(start: float, gpu_s: float, other_s: float = 0.0) -> EvalResult:
+def _evaluated(start: float, gpu_s: float, other_s: float = 0.0, lane: str | None = None) -> EvalResult:
     spans = [Span(name="open_context", start=start, seconds=1.0),
              Span(name="correctness.trial", start=start + 1.0, seconds=gpu_s, gpu=True),
              Span(name="correctness", start=start + 1.0, seconds=gpu_s)]
     if other_s:
         spans.append(Span(name="other", start=start + 1.0 + gpu_s, seconds=other_s))
+    placement = Placement(host="node1", lane=lane, gpu_index=int(lane[-1])) if lane else None
     return EvalResult(problem="softmax", problem_path="p.py", candidate="c.py", backend="triton", device="cuda",
-                      verdict="passed", timeline=Timeline(spans=spans))
+                      verdict="passed", timeline=Timeline(spans=spans), placement=placement)
+
+
+def test_each_gpu_of_a_run_has_its_candidates_and_busy_share_and_the_run_its_rate_per_gpu_minute():
+    # gpu0 verifies two candidates, [1, 4] and [5, 8]; gpu1 one, [1, 2]; the wall is 0 .. 8 s
+    results = [_evaluated(0.0, 3.0, lane="gpu0"), _evaluated(4.0, 3.0, lane="gpu0"), _evaluated(0.0, 1.0, lane="gpu1")]
+    spent = evaluation_time(results)
+    assert [(g.gpu, g.candidates) for g in spent.per_gpu] == [("node1/gpu0", 2), ("node1/gpu1", 1)]
+    assert spent.per_gpu[0].busy_fraction == pytest.approx(6.0 / 8.0)
+    assert spent.per_gpu[1].busy_fraction == pytest.approx(1.0 / 8.0)
+    assert spent.candidates_per_gpu_minute == pytest.approx(3 / (8.0 / 60.0) / 2, rel=1e-3)
+    line = busy_line(spent)
+    assert "candidates per GPU-minute" in line
+    assert "node1/gpu0 75% busy (2 candidates), node1/gpu1 12% busy (1 candidate)" in line
+    one = evaluation_time([_evaluated(0.0, 3.0)])
+    assert [g.gpu for g in one.per_gpu] == ["this machine"] and "per GPU:" not in busy_line(one)
 
 
 def test_the_runs_evaluation_time_sums_phases_and_takes_the_union_of_gpu_spans():
