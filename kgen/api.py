@@ -53,9 +53,6 @@ def run_options(request: str, choices: Mapping[str, Any] | None = None, /,
     problem = chosen.get("problem")
     if problem is not None and not Path(problem).expanduser().is_file():
         raise KgenUsageError(f"problem file not found: {problem}")
-    if settings.executor != "local":
-        raise KgenUsageError(
-            f"executor '{settings.executor}' is not available in this version; use executor = \"local\"")
     # a setting the run keeps as is comes from the settings (None there is a value: no limit);
     # a run-only one from the choices, where None means "not given"
     copied: dict[str, Any] = {}

@@ -111,6 +111,11 @@ class LaneDispatcher:
         """The lanes now (a replaced lane's successor in its place): for tests and reports."""
         return list(self._lanes)
 
+    def busy_handles(self) -> list[LaneHandle]:
+        """The lanes running a job now."""
+        with self._cv:
+            return [lane for lane, busy in zip(self._lanes, self._busy, strict=True) if busy]
+
     def capacity(self) -> int:
         return sum(lane.slots for lane in self._lanes)
 

@@ -31,6 +31,8 @@ from kgen.evals.result import EvalResult
 ACCELERATOR_PREFIX = "accelerator_type:"
 #: CPU lanes on a cluster without GPUs, unless ``gpus`` says how many
 DEFAULT_CPU_LANES = 2
+#: seconds an actor may wait for its GPU or CPU and start (it imports torch and kgen)
+LANE_START_TIMEOUT_S = 180.0
 
 
 def _ray():
@@ -80,11 +82,22 @@ class RayLane(LaneHandle):
         options = {"max_concurrency": slots, "max_restarts": 0, "resources": resources}
         options.update({"num_gpus": 1, "num_cpus": 0} if gpu else {"num_cpus": 1})
         self._actor = _actor_class().options(**options).remote(name, slots)
-        self.placement = Placement.model_validate(ray.get(self._actor.placement.remote()))
-        self.placement = self.placement.model_copy(update={"lane": f"{self.placement.host}:{name}"})
+        try:
+            placement, self._pid = ray.get([self._actor.placement.remote(), self._actor.pid.remote()],
+                                           timeout=LANE_START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError as exc:
+            self.close()
+            wanted = ", ".join(f"{k} {v:g}" for k, v in {**resources, **(
+                {"GPU": 1} if gpu else {"CPU": 1})}.items())
+            raise KgenUsageError(f"lane {name} found no room on the Ray cluster in {LANE_START_TIMEOUT_S:g} s "
+                                 f"(it asks for {wanted}: other work holds them); free them or pass a smaller "
+                                 "--gpus") from exc
+        self.placement = Placement.model_validate(placement).model_copy(
+            update={"lane": f"{placement['host']}:{name}"})
 
     def pid(self) -> int:
-        return _ray().get(self._actor.pid.remote())
+        """The actor's process id on its node (asked once: a call now would queue behind its jobs)."""
+        return self._pid
 
     def run(self, job: EvalJob, *, together: bool) -> EvalResult:
         ray = _ray()
@@ -106,11 +119,13 @@ class RayLane(LaneHandle):
 
 
 def lane_plan(cluster: dict[str, float], device: Device, targets: Sequence[str], gpus: int | None) -> tuple[int, dict]:
-    """How many lanes, and the resources each asks for beside its GPU or CPU."""
+    """How many lanes, and the resources each asks for beside its GPU or CPU. ``cluster``:
+    the resources free now (``ray.available_resources()``): lanes of another run, or anything
+    else holding GPUs, are not counted as this run's."""
     if not device.is_gpu:
         cpus = int(cluster.get("CPU", 0))
         if cpus < 1:
-            raise KgenUsageError("the Ray cluster has no CPU to run CPU lanes on")
+            raise KgenUsageError("the Ray cluster has no free CPU to run CPU lanes on")
         return min(gpus or DEFAULT_CPU_LANES, cpus), {}
     models = {key[len(ACCELERATOR_PREFIX):]: value for key, value in cluster.items() if key.startswith(ACCELERATOR_PREFIX)}
     resources: dict = {}
@@ -120,20 +135,41 @@ def lane_plan(cluster: dict[str, float], device: Device, targets: Sequence[str],
         wanted = [m for m in models if _same_model(m, target.name)]
         if not wanted:
             have = ", ".join(sorted(models)) or "none named"
-            raise KgenUsageError(f"the Ray cluster has no {target.name} GPU (its GPU models: {have}); "
+            raise KgenUsageError(f"the Ray cluster has no free {target.name} GPU (free GPU models: {have}); "
                                  "a candidate for a target is timed only on that target")
         resources = {ACCELERATOR_PREFIX + wanted[0]: 0.001}
         count = int(models[wanted[0]])
     if count < 1:
-        raise KgenUsageError("the Ray cluster has no GPU; use --device cpu for CPU lanes")
+        raise KgenUsageError("the Ray cluster has no free GPU; use --device cpu for CPU lanes")
     if gpus is not None and gpus > count:
-        raise KgenUsageError(f"--gpus {gpus}: the Ray cluster has {count} such GPU(s)")
+        raise KgenUsageError(f"--gpus {gpus}: the Ray cluster has {count} such GPU(s) free")
     return gpus or count, resources
 
 
 def _same_model(ray_name: str, target: str) -> bool:
     """Ray's "H100" or "A100-80G" against kgen's target "h100" or "a100"."""
     return ray_name.lower().replace("-", "").startswith(target.lower().split("-")[0])
+
+
+#: seconds to wait for a TCP connection to the cluster's address before saying it is unreachable
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _check_reachable(address: str) -> None:
+    """A HOST:PORT that nothing answers on is said at once: Ray itself retries for minutes."""
+    import socket
+
+    if address == "auto":
+        return  # Ray finds the cluster of this machine, or says at once that there is none
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise KgenUsageError(f"--ray-address {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise KgenUsageError(f"could not reach a Ray cluster at {address!r}: {exc.strerror or exc} "
+                             "(start one with `ray start --head`, or pass --ray-address HOST:PORT)") from exc
 
 
 class RayExecutor(Executor):
@@ -145,13 +181,14 @@ class RayExecutor(Executor):
         self.device = device
         self.address = address or os.environ.get("RAY_ADDRESS") or "auto"
         if not ray.is_initialized():
+            _check_reachable(self.address)
             try:
                 ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise KgenUsageError(f"could not reach a Ray cluster at {self.address!r}: "
                                      f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
                                      "(start one with `ray start --head`, or pass --ray-address HOST:PORT)") from exc
-        count, resources = lane_plan(ray.cluster_resources(), device, targets, gpus)
+        count, resources = lane_plan(ray.available_resources(), device, targets, gpus)
         per_lane = slots or default_slots(device)
         gpu = device.is_gpu
         self._dispatcher = LaneDispatcher(
@@ -165,6 +202,9 @@ class RayExecutor(Executor):
 
     def handles(self) -> list[LaneHandle]:
         return self._dispatcher.handles()
+
+    def busy_handles(self) -> list[LaneHandle]:
+        return self._dispatcher.busy_handles()
 
     def evaluate(self, jobs: Sequence[EvalJob], *, on_result: OnResult | None = None, stop: Stop | None = None,
                  on_start: OnStart | None = None, together: bool | None = None) -> list[EvalResult]:

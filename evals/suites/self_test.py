@@ -146,7 +146,10 @@ def run_self_test(
     with tempfile.TemporaryDirectory(prefix="kgen-self-test-") as folder:
         jobs = [EvalJob.of(info.path, self_test_candidate(info, Path(folder)), options) for info in todo]
         # each problem alone on its lane (its peak memory is its own); problems over every lane
-        executor_for(device, options.targets).evaluate(jobs, on_result=heard_result, together=False)
+        executor = executor_for(device, options.targets)
+        if progress is not None and len(executor.lanes()) > 1 and jobs:
+            progress(f"{len(jobs)} problems over {executor.describe()}")
+        executor.evaluate(jobs, on_result=heard_result, together=False)
     return [rows[info.name] for info in infos if info.name in rows]
 
 

@@ -170,8 +170,11 @@ def bench_command(
     if options["self_test"]:
         from kgen.evals.suites.self_test import run_self_test
 
-        results = run_self_test(infos, evaluation, out, command.strip(),
-                                progress=lambda line: console.print(escape(line), highlight=False))
+        try:
+            results = run_self_test(infos, evaluation, out, command.strip(),
+                                    progress=lambda line: console.print(escape(line), highlight=False))
+        except KgenUsageError as exc:  # the executor's: an unreachable cluster, no free GPU
+            fail_usage(exc.message)
         passed = sum(r.outcome == "passed" for r in results)
         console.print(f"self-test: {passed} of {len(results)} passed; wrote {out / 'self_test.md'}", highlight=False)
         raise typer.Exit(0 if passed == len(results) else 1)

@@ -50,9 +50,9 @@ def _kill_lane_when_started(dispatcher: LaneDispatcher, times: int, delay_s: flo
     def watch() -> None:
         while len(killed) < times:
             time.sleep(delay_s)
-            busy = [i for i, n in enumerate(dispatcher._busy) if n]
+            busy = dispatcher.busy_handles()
             if busy:
-                lane = dispatcher.handles()[busy[0]]
+                lane = busy[0]
                 killed.append(lane.pid)
                 os.kill(lane.pid, signal.SIGKILL)
 
