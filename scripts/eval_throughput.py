@@ -229,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus", nargs="+", type=int, default=[1], help="GPU counts to measure (a lane each)")
     parser.add_argument("--executor", default="local", choices=["local", "ray"])
     parser.add_argument("--ray-address", default=None)
+    parser.add_argument("--warmup", action="store_true",
+                        help="before measuring, evaluate each problem's seed once on the most GPUs asked for: "
+                             "the baselines kgen keeps per GPU model (KGEN_HOME) and the compile caches are then "
+                             "as warm for the first GPU count as for the later ones")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                         help="cpu: a dry run of the script's own logic (verification only, no timings)")
     parser.add_argument("--seed", type=int, default=0)
@@ -247,6 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     try:
         paths = {problem: candidates_for(problem, args.n, workdir, args.seed) for problem in args.problems}
+        if args.warmup:
+            started = time.monotonic()
+            open_lanes(args.executor, max(args.gpus), args.ray_address)
+            warm_dir = workdir / "warmup"
+            warm_dir.mkdir()
+            run_all_problems({p: found[:1] for p, found in paths.items()}, warm_dir, None)
+            print(f"warm-up: each problem's seed once in {time.monotonic() - started:.1f} s", flush=True)
         for gpus in args.gpus:
             lanes_s = open_lanes(args.executor, gpus, args.ray_address)
             print(f"{args.executor} executor, {gpus} GPU(s): lanes started in {lanes_s:.1f} s", flush=True)

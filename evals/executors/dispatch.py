@@ -21,10 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kgen.core.text import counted
-from kgen.evals.executors.interface import LaneLost, OnResult, OnStart, Stop
+from kgen.evals.executors.interface import LaneLost, LaneStopped, OnResult, OnStart, Stop
 from kgen.evals.executors.jobs import EvalJob
 from kgen.evals.placement import Placement
 from kgen.evals.result import EvalResult
+from kgen.evals.sandbox import lifecycle
 from kgen.evals.verdict import InconclusiveCause
 
 #: tries per job: the first, and one more after a lost lane or a killed verifier
@@ -131,7 +132,8 @@ class LaneDispatcher:
             self._queue.extend(_Task(job=job, index=i, batch=batch) for i, job in enumerate(jobs))
             self._cv.notify_all()
         while not batch.done.wait(0.2):  # a short wait: Ctrl-C reaches the caller's thread
-            pass
+            lifecycle.raise_if_ending()
+        lifecycle.raise_if_ending()  # the jobs ended because kgen is stopping: so does the caller
         if batch.error is not None:
             raise batch.error
         return [r for i in range(len(jobs)) if (r := batch.results.get(i)) is not None]
@@ -186,7 +188,7 @@ class LaneDispatcher:
 
     def _run(self, lane: int, task: _Task) -> None:
         batch = task.batch
-        if batch.error is not None or (task.attempt == 1 and batch.stop()):
+        if batch.error is not None or lifecycle.ending() is not None or (task.attempt == 1 and batch.stop()):
             batch.finish(task.index, None)
             return
         if task.attempt == 1:
@@ -196,6 +198,12 @@ class LaneDispatcher:
             # a timed job always takes its turn: other batches' jobs may share its GPU
             result = handle.run(task.job, together=batch.together or task.job.options.bench)
         except LaneLost as lost:
+            if isinstance(lost, LaneStopped) or self._closed or (why := lifecycle.ending()) is not None:
+                why = str(lost) if isinstance(lost, LaneStopped) else (why or "kgen closed its lanes")
+                batch.finish(task.index, task.job.no_verdict(
+                    handle.placement.model_copy(update={"attempt": task.attempt}), InconclusiveCause.STOPPED,
+                    f"{why} and ended lane {handle.placement.label} mid-run: no verdict on the candidate"))
+                return
             self._replace(lane, handle, str(lost))
             self._retry_or_give_up(task, handle.placement, f"its lane {handle.placement.label} was lost ({lost})")
             return

@@ -27,6 +27,10 @@ class LaneLost(KgenError):
     unknown, and the fault is kgen's or the machine's, never the candidate's."""
 
 
+class LaneStopped(LaneLost):
+    """kgen itself ended the lane (Ctrl-C, its exit): no verdict, and nothing to try again."""
+
+
 class Executor(ABC):
     """Runs evaluation jobs on some lanes and says where each ran (``EvalResult.placement``)."""
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from kgen.backends.device import Device
 from kgen.errors import KgenError, KgenUsageError
 from kgen.evals.executors.dispatch import LaneDispatcher, LaneHandle
-from kgen.evals.executors.interface import Executor, LaneLost, OnResult, OnStart, Stop
+from kgen.evals.executors.interface import Executor, LaneLost, LaneStopped, OnResult, OnStart, Stop
 from kgen.evals.executors.jobs import EvalJob
 from kgen.evals.executors.lane import LaneRunner, default_slots, result_of, side_by_side
 from kgen.evals.executors.lane_process import READY
@@ -190,14 +190,15 @@ class ProcessLane(LaneHandle):
             if future is not None:
                 future.set_result(message)
         code = self._proc.wait()
-        why = (f"its process ended ({_exit_words(code)})" + (f": {tail}" if (tail := self.log_tail()) else ""))
+        stopped = lifecycle.stopped_by(self._proc.pid)  # kgen's own stop ended it (Ctrl-C, exit)
+        why = stopped or (f"its process ended ({_exit_words(code)})" + (f": {tail}" if (tail := self.log_tail()) else ""))
         with self._lock:
             self._lost = why
             pending, self._pending = list(self._pending.values()), {}
         if not ready.done():
             ready.set_exception(RuntimeError(why))
         for future in pending:
-            future.set_exception(LaneLost(why))
+            future.set_exception(LaneStopped(why) if stopped else LaneLost(why))
 
     def log_tail(self, limit: int = 400) -> str:
         try:

@@ -14,6 +14,7 @@ A CPU run (CI, a laptop) gets CPU lanes: actors that ask for one CPU each.
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Callable, Sequence
 
@@ -112,8 +113,11 @@ class RayLane(LaneHandle):
         return result
 
     def close(self) -> None:
+        ray = _ray()
+        if not ray.is_initialized():
+            return  # the driver is gone: Ray ends the actors it started with it (and a kill now would crash)
         try:
-            _ray().kill(self._actor, no_restart=True)
+            ray.kill(self._actor, no_restart=True)
         except Exception:  # already gone with its node, or Ray is shutting down
             pass
 
@@ -188,6 +192,8 @@ class RayExecutor(Executor):
                 raise KgenUsageError(f"could not reach a Ray cluster at {self.address!r}: "
                                      f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
                                      "(start one with `ray start --head`, or pass --ray-address HOST:PORT)") from exc
+        # closed before Ray's own exit handler shuts the driver down (handlers run last-in first-out)
+        atexit.register(self.close)
         count, resources = lane_plan(ray.available_resources(), device, targets, gpus)
         per_lane = slots or default_slots(device)
         gpu = device.is_gpu

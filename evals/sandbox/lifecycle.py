@@ -161,6 +161,12 @@ def _raise_for(signum: int) -> None:
     raise SystemExit(128 + signum)  # not os._exit: temporary directories are still removed
 
 
+def ending() -> str | None:
+    """Why kgen is stopping, once an ending signal came (None until then): work that would
+    start now (a lane to replace, a job to retry) is not started."""
+    return _received(_ending) if _ending is not None else None
+
+
 def raise_if_ending() -> None:
     """Raise again the exception of an ending signal that kgen received (``KeyboardInterrupt``
     for SIGINT, else ``SystemExit``): called where kgen would start more work, so that a

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,12 +39,16 @@ def ray_head(folder: Path, cpus: int = 4) -> Iterator[str]:
     """A head with ``cpus`` CPUs and no GPU; yields its address (``127.0.0.1:PORT``)."""
     port = _free_port()
     folder.mkdir(parents=True, exist_ok=True)
+    # Ray's sockets live under its temp dir, and a socket path may not pass 107 bytes: a
+    # pytest folder (".../popen-gw0/ray-head0/...") is too deep, so a short one of its own
+    short = Path(tempfile.mkdtemp(prefix="kray-", dir="/tmp"))
     log = (folder / "head.log").open("w")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # no token authentication: a driver in the test connects as an unconfigured one would
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     proc = subprocess.Popen(
         [ray_command(), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
          f"--num-cpus={cpus}", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
-         f"--ray-client-server-port={_free_port()}", f"--temp-dir={folder / 'ray'}"],
+         f"--ray-client-server-port={_free_port()}", f"--temp-dir={short}"],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     address = f"127.0.0.1:{port}"
@@ -63,16 +68,25 @@ def ray_head(folder: Path, cpus: int = 4) -> Iterator[str]:
             pass
         proc.wait()
         log.close()
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def _wait_until_up(address: str, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
+    last: list[str] = []
     probe = [sys.executable, "-c", "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
              "ray.shutdown()", address]
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the Ray head exited ({proc.returncode}): {log.read_text()[-2000:]}")
-        if subprocess.run(probe, capture_output=True, timeout=60).returncode == 0:
+        try:
+            answer = subprocess.run(probe, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            last = [f"the probe hung 30 s: {(exc.stderr or b'')[-1500:]!r}"]
+            continue
+        if answer.returncode == 0:
             return
+        last = answer.stderr.strip().splitlines()[-1:] if answer.stderr.strip() else []
         time.sleep(1.0)
-    raise RuntimeError(f"the Ray head did not come up in {START_TIMEOUT_S:g} s: {log.read_text()[-2000:]}")
+    raise RuntimeError(f"the Ray head did not come up in {START_TIMEOUT_S:g} s (last probe: {last}): "
+                       f"{log.read_text()[-2000:]}")

@@ -139,3 +139,73 @@ def test_a_job_carries_the_sources_and_names_the_callers_files(tmp_path):
     assert EvalJob.of("softmax", SOLUTION, OPTIONS).problem_source is None  # a catalog name resolves anywhere
     with pytest.raises(KgenUsageError, match="candidate file not found"):
         EvalJob.of(RELU, tmp_path / "missing.py", OPTIONS)
+
+
+LANES_SCRIPT = """
+import sys
+from pathlib import Path
+from kgen.evals.executors.dispatch import LaneDispatcher
+from kgen.evals.executors.jobs import EvalJob
+from kgen.evals.executors.local import ProcessLane
+from kgen.evals.harness import EvalOptions
+from kgen.evals.sandbox.lifecycle import install_signal_handlers
+
+install_signal_handlers()
+dispatcher = LaneDispatcher(lambda i: ProcessLane(i, 1, gpu=False), 2)
+print("lanes", *[lane.pid for lane in dispatcher.handles()], flush=True)
+options = EvalOptions(device="cpu", n_seeds=1, distributions=False, timeout_s=240)
+job = EvalJob.of(sys.argv[1], sys.argv[2], options)
+try:
+    dispatcher.evaluate([job, job], lambda i, r: print("result", r.outcome, flush=True), lambda: False,
+                        lambda i: print("started", i, flush=True), together=False)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    if int(fh.read().split(")")[-1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_ctrl_c_ends_every_lane_and_the_verifiers_running_in_them(slow, tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", LANES_SCRIPT, str(RELU), str(slow)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lanes = [int(p) for p in proc.stdout.readline().split()[1:]]
+    assert len(lanes) == 2
+    started = [proc.stdout.readline() for _ in range(2)]
+    assert all(line.startswith("started") for line in started), started
+    deadline = time.monotonic() + 60
+    verifiers: list[int] = []
+    while time.monotonic() < deadline and len(verifiers) < 2:  # each lane's verifier child is running
+        verifiers = [c for lane in lanes for c in _children(lane)]
+        time.sleep(0.2)
+    assert len(verifiers) >= 2, verifiers
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in out, (out, err)
+    deadline = time.monotonic() + 10  # a verifier's watchdog polls for its parent twice a second
+    while time.monotonic() < deadline and any(_alive(p) for p in [*lanes, *verifiers]):
+        time.sleep(0.2)
+    assert not [p for p in [*lanes, *verifiers] if _alive(p)], "a lane or its verifier outlived kgen"

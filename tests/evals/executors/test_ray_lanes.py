@@ -140,3 +140,43 @@ def test_an_unreachable_cluster_is_a_one_line_usage_error(tmp_path):
                 "--ray-address", "127.0.0.1:1", "--device", "cpu", "--out", str(tmp_path / "out"))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "could not reach a Ray cluster at '127.0.0.1:1'" in out.stderr
+
+
+def _lane_actors() -> list[int]:
+    """Live Ray lane actors on this machine (their processes call themselves ray::LaneActor)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if fh.read().startswith(b"ray::LaneActor"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_ctrl_c_on_a_search_ends_its_ray_actors(head, tmp_path):
+    env = {**os.environ, "KGEN_HOME": str(tmp_path / "home"), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "kgen.cli", "Triton softmax for H100", "--executor", "ray",
+                             "--ray-address", head, "--device", "cpu", "--budget", "4", "--generations", "1",
+                             "--out", str(tmp_path / "run"), "--no-persist"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    seen: list[str] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        seen.append(line)
+        if "evaluating" in line or not line:
+            break
+    assert any("evaluating" in line for line in seen), "".join(seen)[-3000:]
+    assert _lane_actors(), "the search's lanes are not running"
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen)[-2000:] + rest[-2000:]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _lane_actors():
+        time.sleep(0.5)
+    assert not _lane_actors(), "a Ray lane outlived the search it served"
