@@ -67,6 +67,8 @@ class LaneRunner:
         if self.shares_files:
             result = evaluate(job.problem, job.candidate, options)
         else:
+            if options.baseline_cache_dir is not None:  # the caller's run folder is not on this node
+                options = options.model_copy(update={"baseline_cache_dir": str(self.scratch() / "baselines")})
             folder = Path(tempfile.mkdtemp(prefix="kgen-job-", dir=self.scratch()))
             try:
                 problem = self._problem_file(job)
@@ -75,7 +77,7 @@ class LaneRunner:
                 result = evaluate(problem, candidate, options)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-            result = job.as_asked(result)
+            # the result names this lane's copies; the caller renames them (``EvalJob.as_asked``)
         result.placement = self.placement.model_copy(update={"gpu_name": result.device_name})
         return result
 

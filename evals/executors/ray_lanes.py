@@ -107,7 +107,7 @@ class RayLane(LaneHandle):
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                 ray.exceptions.ObjectLostError) as exc:
             raise LaneLost(str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__) from exc
-        result = result_of(reply, job, self.placement)
+        result = job.as_asked(result_of(reply, job, self.placement))  # the caller's file names, not the node's copies
         if result.placement is not None:
             result.placement = result.placement.model_copy(update={"lane": self.placement.lane})
         return result
