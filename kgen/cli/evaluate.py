@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, get_args
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 
 from kgen.backends.registry import backend_info
@@ -165,8 +166,12 @@ def bench_command(
         baseline_cache_dir=str(out / "baselines"),
     )
     command = "kgen bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    choose(ExecutorChoice.of(options),
-           say=lambda line: err_console.print(escape(line), highlight=False))
+    try:
+        executor_choice = ExecutorChoice.of(options)
+    except ValidationError as exc:  # --executor bogus: said as every other option's bad value is
+        name = str(exc.errors()[0]["loc"][0])
+        fail_usage(f"{name}: expected {option(name).expected}, got {options[name]!r}")
+    choose(executor_choice, say=lambda line: err_console.print(escape(line), highlight=False))
     if options["self_test"]:
         from kgen.evals.suites.self_test import run_self_test
 

@@ -77,3 +77,15 @@ def test_the_process_keeps_one_executor_per_choice_and_closes_it_on_a_new_choice
     finally:
         choose(before)
         close_all()
+
+
+def test_a_bad_executor_for_bench_is_a_one_line_usage_error(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KGEN_HOME": str(tmp_path / "home")}
+    out = subprocess.run([sys.executable, "-m", "kgen.cli", "bench", "--executor", "bogus", "--device", "cpu"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 2 and "error: executor: expected one of local, ray, got 'bogus'" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
