@@ -32,6 +32,7 @@ ORDER = (
     "kgen.cli",
     "kgen.api",
     "kgen.export",  # `kgen export`: reads runs (kgen.agent) and problems, writes packages
+    "kgen.train_check",  # `kgen train-check`: a tiny Llama trained stock and with kernels swapped in
     "kgen.agent",
     "kgen.knowledge_base",
     "kgen.evals",

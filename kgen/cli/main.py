@@ -39,6 +39,7 @@ from kgen.cli.report import report_command
 from kgen.cli.run import resume_command, run_command, runs_command
 from kgen.cli.solve import solve_command
 from kgen.cli.terminal import err_console, print_error, print_text
+from kgen.cli.train_check import train_check_command
 from kgen.cli.verify import verify_command
 from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.knowledge_base.errors import KnowledgeBaseError
@@ -80,6 +81,7 @@ app.command("eval")(eval_command)
 app.command("bench")(bench_command)
 app.command("verify")(verify_command)
 app.command("export")(export_command)
+app.command("train-check")(train_check_command)
 app.command("doctor")(doctor_command)
 app.command("config")(config_command)
 

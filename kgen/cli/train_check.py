@@ -1,0 +1,65 @@
+"""`kgen train-check`: train a tiny Llama stock and with kgen's kernels; do the loss curves agree?
+
+Exit 0: the kernel run agrees with stock (loss within the stock noise band, no module drifted);
+1: it disagrees; 2: bad usage (a missing folder, an unknown size, no transformers); 3: inconclusive
+(a stock run or the kernel run could not run here). The work is in ``kgen/train_check/``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgen.cli.exit_codes import NO_MODEL_CODE_OR_INCONCLUSIVE, NOT_VERIFIED, SUCCESS
+from kgen.cli.terminal import fail_usage, print_text
+from kgen.errors import KgenUsageError
+
+SIZE_NAMES = ("tiny", "small", "100m")
+
+
+def train_check_command(
+    kernels: Annotated[Path | None, typer.Option(
+        "--kernels", metavar="DIR", help="A folder of kernel files named by problem (rmsnorm_forward.py, "
+        "rmsnorm_backward.py, swiglu.py, cross_entropy_forward.py, cross_entropy_backward.py, embedding_backward.py); "
+        "the library's seed kernels serve the problems it lacks. Default: the seed kernels.")] = None,
+    steps: Annotated[int, typer.Option("--steps", help="Training steps of each run.")] = 12,
+    size: Annotated[str, typer.Option("--size", help="Model size: tiny (CPU), small or 100m (GPU).")] = "tiny",
+    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")] = "auto",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the initialisation and the token stream.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Train a Llama-architecture model (random init, built locally) stock and with kgen's kernels swapped in.
+
+    Two stock runs measure the noise: the reference, and the same run with its parameters moved by one bf16 rounding step. The kernel run (RMSNorm forward/backward, SwiGLU, the embedding's backward and cross-entropy replaced by the kernels) agrees when its loss stays within that noise band widened x3 at every step and no module's parameters drifted further from the reference than x3 the noise run's. On the CPU the kernels run in Triton's interpreter.
+
+    Examples:
+
+      kgen train-check --steps 8
+
+      kgen train-check --kernels my_kernels/ --size small --device cuda --json
+    """
+    from kgen.backends.device import resolve_device
+
+    if size not in SIZE_NAMES:
+        fail_usage(f"--size must be one of {', '.join(SIZE_NAMES)}, not '{size}'")
+    if steps < 2:
+        fail_usage(f"--steps must be at least 2, not {steps}")
+    if kernels is not None and not kernels.is_dir():
+        fail_usage(f"--kernels {kernels}: no such folder")
+    try:
+        where = resolve_device(device)  # type: ignore[arg-type]
+        if not where.is_gpu:
+            os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
+        from kgen.train_check.check import run_check
+        from kgen.train_check.report import text_report
+
+        result = run_check(kernels=kernels, steps=steps, size=size, device="cuda" if where.is_gpu else "cpu",
+                           seed=seed)
+    except KgenUsageError as exc:
+        fail_usage(str(exc))
+    print_text(result.model_dump_json(indent=2) if as_json else text_report(result))
+    codes = {"agree": SUCCESS, "disagree": NOT_VERIFIED, "inconclusive": NO_MODEL_CODE_OR_INCONCLUSIVE}
+    raise typer.Exit(codes[result.verdict])

@@ -1,0 +1,65 @@
+"""One train check: two stock runs (reference, jittered) and the kernel run, compared."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from kgen.errors import KgenUsageError
+from kgen.train_check.compare import DEFAULT_FACTOR, module_drift, noise_band, steps_outside
+from kgen.train_check.loop import RunResult, jitter_parameters, train
+from kgen.train_check.model import SIZES, ModelSize, build_model
+from kgen.train_check.report import TrainCheckResult
+from kgen.train_check.swaps import kernel_files, stock_loss, swap_kernels
+from kgen.train_check.tokens import token_batches
+
+
+def stock_run(size: ModelSize, steps: int, seed: int, device: str, jitter_seed: int | None = None) -> RunResult:
+    """A stock run; ``jitter_seed`` moves the initial parameters by one bf16 rounding step."""
+    model = build_model(size, seed, device)
+    if jitter_seed is not None:
+        jitter_parameters(model, jitter_seed)
+    return train(model, token_batches(size.vocab, size.batch, size.seq, steps, seed, device), stock_loss)
+
+
+def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSize = "tiny", device: str = "cpu",
+              seed: int = 0, factor: float = DEFAULT_FACTOR) -> TrainCheckResult:
+    """Train stock twice and once with the kernels; the verdict says whether the kernel run agrees.
+
+    ``size`` is a name of `SIZES` or a `ModelSize` (the tests use smaller ones)."""
+    if isinstance(size, str) and size not in SIZES:
+        raise KgenUsageError(f"--size {size}: one of {', '.join(SIZES)}")
+    if steps < 2:
+        raise KgenUsageError(f"--steps {steps}: at least 2")
+    size_name = size if isinstance(size, str) else "custom"
+    size = SIZES[size] if isinstance(size, str) else size
+    files = kernel_files(kernels)
+    base = {"size": size_name, "steps": steps, "device": device, "seed": seed}
+    reference = stock_run(size, steps, seed, device)
+    jittered = stock_run(size, steps, seed, device, jitter_seed=seed + 1)
+    if not all(math.isfinite(x) for x in reference.losses + jittered.losses) or len(jittered.losses) < steps:
+        return TrainCheckResult(verdict="inconclusive", reason="a stock run's loss is not finite", **base,
+                                stock=reference.losses, stock_jittered=jittered.losses)
+    band = noise_band(reference.losses, jittered.losses, factor)
+    if band.noise[-1] == 0.0:
+        return TrainCheckResult(verdict="inconclusive", reason="the two stock runs are identical: no noise measured",
+                                **base, stock=reference.losses, stock_jittered=jittered.losses)
+    model = build_model(size, seed, device)
+    loss_fn, swaps = swap_kernels(model, files)
+    try:
+        kernel = train(model, token_batches(size.vocab, size.batch, size.seq, steps, seed, device), loss_fn)
+    except Exception as exc:  # a kernel that cannot run here says nothing about its numerics
+        return TrainCheckResult(verdict="inconclusive", reason=f"the kernel run failed: {type(exc).__name__}: {exc}",
+                                **base, stock=reference.losses, stock_jittered=jittered.losses, band=band, swaps=swaps)
+    outside = steps_outside(band, reference.losses, kernel.losses)
+    drift = module_drift(reference.params, jittered.params, kernel.params, factor) if kernel.params else []
+    drifted = [row.module for row in drift if not row.ok]
+    if outside:
+        verdict, reason = "disagree", f"the loss left the stock noise band (x{factor:g}) at step {outside[0]}"
+    elif drifted:
+        verdict, reason = "disagree", f"parameters drifted past the stock noise (x{factor:g}): {', '.join(drifted)}"
+    else:
+        verdict, reason = "agree", f"loss within the stock noise band (x{factor:g}) at every step, no module drifted"
+    return TrainCheckResult(verdict=verdict, reason=reason, **base, stock=reference.losses,
+                            stock_jittered=jittered.losses, kernel=kernel.losses, band=band, steps_outside=outside,
+                            drift=drift, swaps=swaps)

@@ -1,0 +1,189 @@
+"""kgen's kernels swapped into a transformers Llama: RMSNorm, SwiGLU, the embedding's backward, the loss.
+
+Each kernel is a file defining ``ModelNew`` (the catalog problem's interface), named after its
+problem (``rmsnorm_forward.py``, ...). A folder given with ``--kernels`` overrides the seed
+kernels file by file, so one planted or new kernel is checked beside the library's others.
+The wrappers are autograd functions: where the catalog has a forward/backward pair both are
+kernels; SwiGLU's backward (no catalog kernel) and RMSNorm's rstd (the forward kernel does
+not return it) are computed in torch, in fp32, and the swap says so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from kgen.errors import KgenUsageError
+
+#: the kernel files a swap needs, by problem name
+KERNEL_PROBLEMS = (
+    "rmsnorm_forward", "rmsnorm_backward", "swiglu", "cross_entropy_forward", "cross_entropy_backward",
+    "embedding_backward",
+)
+_loaded = itertools.count()
+
+
+class Swap(BaseModel):
+    """What one swap replaced, with which kernel files."""
+
+    replaced: str
+    kernels: list[str]
+    torch_part: str = ""
+
+
+def seed_kernel_dir() -> Path:
+    """The library's Triton seed kernels."""
+    import kgen.knowledge_base
+
+    return Path(kgen.knowledge_base.__file__).parent / "seed_kernels" / "triton"
+
+
+def kernel_files(override: Path | None) -> dict[str, Path]:
+    """Problem -> kernel file: ``override``'s file where it has one, else the seed's."""
+    if override is not None and not override.is_dir():
+        raise KgenUsageError(f"--kernels {override}: not a folder of kernel files (rmsnorm_forward.py, ...)")
+    files = {}
+    for problem in KERNEL_PROBLEMS:
+        given = override / f"{problem}.py" if override is not None else None
+        files[problem] = given if given is not None and given.is_file() else seed_kernel_dir() / f"{problem}.py"
+    return files
+
+
+def load_kernel(path: Path, *init_args: Any) -> Any:
+    """``ModelNew(*init_args)`` from the file at ``path``, imported under a fresh module name."""
+    spec = importlib.util.spec_from_file_location(f"kgen_train_check_kernel_{next(_loaded)}", path)
+    if spec is None or spec.loader is None:
+        raise KgenUsageError(f"{path}: cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, "ModelNew"):
+        raise KgenUsageError(f"{path}: defines no ModelNew")
+    return module.ModelNew(*init_args)
+
+
+def _functions() -> dict[str, Any]:
+    """The autograd functions, made on first use (torch is imported only when a check runs)."""
+    import torch
+
+    class RMSNormFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any, weight: Any, eps: float, fwd: Any, bwd: Any) -> Any:
+            rows = x.reshape(-1, x.shape[-1]).contiguous()
+            ctx.save_for_backward(rows, weight)
+            ctx.eps, ctx.bwd, ctx.shape = eps, bwd, x.shape
+            return fwd(rows, weight).view(x.shape)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            rows, weight = ctx.saved_tensors
+            rstd = torch.rsqrt(rows.float().pow(2).mean(dim=-1) + ctx.eps)
+            grad_x, grad_w = ctx.bwd(grad.reshape(rows.shape).contiguous(), rows, weight, rstd)
+            return grad_x.view(ctx.shape), grad_w.to(weight.dtype), None, None, None
+
+    class SwiGLUFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, gate: Any, up: Any, kernel: Any) -> Any:
+            ctx.save_for_backward(gate, up)
+            return kernel(gate, up)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            gate, up = (t.float() for t in ctx.saved_tensors)
+            sig = torch.sigmoid(gate)
+            g = grad.float()
+            grad_gate = g * up * sig * (1 + gate * (1 - sig))
+            grad_up = g * gate * sig
+            return grad_gate.to(grad.dtype), grad_up.to(grad.dtype), None
+
+    class EmbeddingFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, ids: Any, weight: Any, bwd: Any) -> Any:
+            ctx.save_for_backward(ids)
+            ctx.bwd, ctx.dtype = bwd, weight.dtype
+            return torch.nn.functional.embedding(ids, weight)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            (ids,) = ctx.saved_tensors
+            grad_weight = ctx.bwd(grad.reshape(-1, grad.shape[-1]).contiguous(), ids.reshape(-1).contiguous())
+            return None, grad_weight.to(ctx.dtype), None
+
+    class CrossEntropyFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, logits: Any, targets: Any, fwd: Any, bwd: Any) -> Any:
+            ctx.save_for_backward(logits, targets)
+            ctx.bwd = bwd
+            return fwd(logits, targets).mean()
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            logits, targets = ctx.saved_tensors
+            grad_loss = torch.full((logits.shape[0],), float(grad) / logits.shape[0], dtype=torch.float32,
+                                   device=logits.device)
+            return ctx.bwd(logits, targets, grad_loss), None, None, None
+
+    return {"rmsnorm": RMSNormFn, "swiglu": SwiGLUFn, "embedding": EmbeddingFn, "cross_entropy": CrossEntropyFn}
+
+
+def stock_loss(logits: Any, targets: Any) -> Any:
+    """The stock loss: torch's cross-entropy over fp32 logits, mean over tokens."""
+    import torch
+
+    return torch.nn.functional.cross_entropy(logits.float(), targets)
+
+
+def swap_kernels(model: Any, files: dict[str, Path]) -> tuple[Any, list[Swap]]:
+    """Swap kernels into ``model`` in place; return the loss function to use and what was swapped."""
+    import torch
+
+    fns = _functions()
+    rms_fwd, rms_bwd = load_kernel(files["rmsnorm_forward"], 0.0), load_kernel(files["rmsnorm_backward"])
+    swiglu = load_kernel(files["swiglu"])
+    emb_bwd = load_kernel(files["embedding_backward"], model.config.vocab_size)
+    ce_fwd, ce_bwd = load_kernel(files["cross_entropy_forward"]), load_kernel(files["cross_entropy_backward"])
+
+    class KernelRMSNorm(torch.nn.Module):
+        def __init__(self, stock: Any) -> None:
+            super().__init__()
+            self.weight = stock.weight
+            self.eps = stock.variance_epsilon
+            rms_fwd.eps = self.eps
+
+        def forward(self, x: Any) -> Any:
+            return fns["rmsnorm"].apply(x, self.weight, self.eps, rms_fwd, rms_bwd)
+
+    norms = [name for name, module in model.named_modules() if type(module).__name__ == "LlamaRMSNorm"]
+    for name in norms:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        setattr(parent, child, KernelRMSNorm(getattr(parent, child)))
+
+    mlps = [module for module in model.modules() if type(module).__name__ == "LlamaMLP"]
+    for mlp in mlps:
+        def mlp_forward(x: Any, mlp: Any = mlp) -> Any:
+            return mlp.down_proj(fns["swiglu"].apply(mlp.gate_proj(x), mlp.up_proj(x), swiglu))
+        mlp.forward = mlp_forward
+
+    embed = model.get_input_embeddings()
+    embed.forward = lambda ids: fns["embedding"].apply(ids, embed.weight, emb_bwd)
+
+    def kernel_loss(logits: Any, targets: Any) -> Any:
+        return fns["cross_entropy"].apply(logits.contiguous(), targets.contiguous(), ce_fwd, ce_bwd)
+
+    def names(*problems: str) -> list[str]:
+        return [str(files[p]) for p in problems]
+
+    swaps = [
+        Swap(replaced=f"{len(norms)} LlamaRMSNorm modules", kernels=names("rmsnorm_forward", "rmsnorm_backward"),
+             torch_part="rstd for the backward, recomputed in fp32"),
+        Swap(replaced=f"silu(gate) * up in {len(mlps)} LlamaMLP modules", kernels=names("swiglu"),
+             torch_part="the backward, in fp32"),
+        Swap(replaced="the input embedding's backward", kernels=names("embedding_backward")),
+        Swap(replaced="the loss (cross-entropy, mean over tokens)",
+             kernels=names("cross_entropy_forward", "cross_entropy_backward")),
+    ]
+    return kernel_loss, swaps

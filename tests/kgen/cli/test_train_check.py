@@ -1,0 +1,43 @@
+"""`kgen train-check` as a person runs it: usage errors are one line and exit 2; a short CPU
+check prints JSON and exits by its verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kgen.errors import KgenUsageError
+from kgen.train_check.model import require_transformers
+
+
+def kgen(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kgen.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--size", "huge"], "--size must be one of tiny, small, 100m"),
+    (["--steps", "1"], "--steps must be at least 2"),
+    (["--kernels", "/no/such/folder"], "no such folder"),
+    (["--device", "tpu"], "unknown device"),
+])
+def test_bad_usage_is_one_line_and_exit_2(args: list[str], says: str) -> None:
+    done = kgen("train-check", *args)
+    assert done.returncode == 2
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_missing_transformers_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(KgenUsageError, match="pip install transformers"):
+        require_transformers()
+
+
+def test_a_short_cpu_check_of_the_seed_kernels_agrees_and_prints_json() -> None:
+    done = kgen("train-check", "--steps", "2", "--device", "cpu", "--json")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "agree" and len(result["kernel"]) == 2 and result["size"] == "tiny"
+    assert result["band"]["noise"][-1] > 0
