@@ -140,7 +140,8 @@ class EvaluationTime(BaseModel):
     phase_seconds: dict[str, float] = Field(default_factory=dict)
     gpu_busy_fraction: float | None = None
     evaluation_wall_s: float | None = None
-    #: evaluations per minute per GPU: over the evaluating wall time and the GPUs that worked
+    #: evaluations per minute per GPU: over the evaluating wall time and the GPUs that worked;
+    #: None for a CPU run
     candidates_per_gpu_minute: float | None = None
     per_gpu: list[GpuLoad] = Field(default_factory=list)
 
@@ -164,10 +165,12 @@ def evaluation_time(results: list[EvalResult]) -> EvaluationTime:
         loads.append(GpuLoad(gpu=gpu, gpu_name=next((r.device_name for r in own if r.device_name), None),
                              candidates=len(own), busy_fraction=round(share, 4) if share is not None else None,
                              per_minute=round(len(own) / minutes, 2)))
+    on_gpu = [r for r in timed if r.device.is_gpu]  # a CPU run has no GPU-minutes to count
+    gpus = {r.placement.label if r.placement else "this machine" for r in on_gpu}
     return EvaluationTime(phase_seconds=phase_totals([r.timeline for r in timed]),
                           evaluation_wall_s=round(wall[1] - wall[0], 3),
                           gpu_busy_fraction=round(busy, 4) if busy is not None else None,
-                          candidates_per_gpu_minute=round(len(timed) / minutes / len(loads), 2),
+                          candidates_per_gpu_minute=round(len(on_gpu) / minutes / len(gpus), 2) if on_gpu else None,
                           per_gpu=sorted(loads, key=lambda load: load.gpu))
 
 

@@ -18,6 +18,7 @@ from kgen.agent.runs.summary import (
     no_gpu_note,
     render_summary,
 )
+from kgen.backends.device import Device
 from kgen.evals.placement import Placement
 from kgen.evals.result import EvalResult
 from kgen.evals.timeline import Span, Timeline
@@ -167,6 +168,8 @@ def test_each_gpu_of_a_run_has_its_candidates_and_busy_share_and_the_run_its_rat
     assert "node1/gpu0 75% busy (2 candidates), node1/gpu1 12% busy (1 candidate)" in line
     one = evaluation_time([_evaluated(0.0, 3.0)])
     assert [g.gpu for g in one.per_gpu] == ["this machine"] and "per GPU:" not in busy_line(one)
+    on_cpu = evaluation_time([_evaluated(0.0, 3.0).model_copy(update={"device": Device.CPU})])
+    assert on_cpu.candidates_per_gpu_minute is None and "GPU-minute" not in busy_line(on_cpu)
 
 
 def test_the_runs_evaluation_time_sums_phases_and_takes_the_union_of_gpu_spans():
