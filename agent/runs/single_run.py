@@ -23,11 +23,13 @@ from kgen.agent.search.state import RunState
 from kgen.agent.spec.catalog_matcher import parse_request
 from kgen.backends.targets import DEFAULT_TARGET, resolve_target
 from kgen.errors import KgenUsageError
+from kgen.evals.executors.session import ExecutorChoice, preflight
 
 
 def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None) -> None:
     """Bad input caught before a run directory exists: an empty or unreadable request (offline,
-    where the matcher reads it), bad model strings, missing keys, unknown targets."""
+    where the matcher reads it), bad model strings, missing keys, unknown targets, a Ray cluster
+    that cannot be reached."""
 
     if not options.request.strip() and not options.problem_file:
         raise RunError("empty request: say what kernel you want, e.g. kgen \"Triton RMSNorm backward for H100\"")
@@ -42,6 +44,7 @@ def validate_options(options: RunOptions, api_keys: dict[str, str] | None = None
         resolve_target(target)
     if options.backend:  # else the request names it: checked once the spec is read
         usable_backend(options.backend, list(options.targets))
+    preflight(ExecutorChoice.of(options))  # Ray installed and its cluster reachable
 
 
 def save_options(run: RunDirectory, options: RunOptions) -> None:

@@ -176,22 +176,30 @@ def _check_reachable(address: str) -> None:
                              "(start one with `ray start --head`, or pass --ray-address HOST:PORT)") from exc
 
 
+def connect(address: str | None):
+    """Ray, connected as a driver to the cluster at ``address`` (None: RAY_ADDRESS, else
+    "auto"); a usage error naming the address when that cannot be done."""
+    ray = _ray()
+    if ray.is_initialized():
+        return ray
+    address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    _check_reachable(address)
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise KgenUsageError(f"could not reach a Ray cluster at {address!r}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
+                             "(start one with `ray start --head`, or pass --ray-address HOST:PORT)") from exc
+    return ray
+
+
 class RayExecutor(Executor):
     name = "ray"
 
     def __init__(self, device: Device, address: str | None, targets: Sequence[str] = (), gpus: int | None = None,
                  slots: int | None = None, say: Callable[[str], None] | None = None) -> None:
-        ray = _ray()
+        ray = connect(address)
         self.device = device
-        self.address = address or os.environ.get("RAY_ADDRESS") or "auto"
-        if not ray.is_initialized():
-            _check_reachable(self.address)
-            try:
-                ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise KgenUsageError(f"could not reach a Ray cluster at {self.address!r}: "
-                                     f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
-                                     "(start one with `ray start --head`, or pass --ray-address HOST:PORT)") from exc
         # closed before Ray's own exit handler shuts the driver down (handlers run last-in first-out)
         atexit.register(self.close)
         count, resources = lane_plan(ray.available_resources(), device, targets, gpus)

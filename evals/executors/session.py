@@ -60,6 +60,15 @@ def choose(choice: ExecutorChoice, say: Callable[[str], None] | None = None) -> 
         _choice, _say = choice, say
 
 
+def preflight(choice: ExecutorChoice) -> None:
+    """What can be said wrong about ``choice`` before any work starts: Ray missing, its cluster
+    unreachable (a usage error, in seconds rather than after the run has begun)."""
+    if choice.executor == "ray":
+        from kgen.evals.executors.ray_lanes import connect
+
+        connect(choice.ray_address)
+
+
 def chosen() -> ExecutorChoice:
     return _choice
 
