@@ -180,3 +180,11 @@ def test_ctrl_c_on_a_search_ends_its_ray_actors(head, tmp_path):
     while time.monotonic() < deadline and _lane_actors():
         time.sleep(0.5)
     assert not _lane_actors(), "a Ray lane outlived the search it served"
+
+
+def test_a_run_checks_its_ray_cluster_before_it_starts(tmp_path):
+    home = tmp_path / "home"
+    out = _kgen(home, "Triton softmax for H100", "--executor", "ray", "--ray-address", "127.0.0.1:1",
+                "--device", "cpu")
+    assert out.returncode == 2 and "could not reach a Ray cluster at '127.0.0.1:1'" in out.stderr, out.stderr
+    assert not (home / "runs").exists()  # refused before a run folder was made
