@@ -36,7 +36,7 @@ def require_transformers() -> Any:
     try:
         import transformers
     except ImportError as exc:
-        raise KgenUsageError("kgen train-check needs transformers: pip install transformers") from exc
+        raise KgenUsageError("kgen train-check needs transformers: pip install 'kgen[train]' (or pip install transformers)") from exc
     return transformers
 
 

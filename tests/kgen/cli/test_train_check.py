@@ -31,7 +31,7 @@ def test_bad_usage_is_one_line_and_exit_2(args: list[str], says: str) -> None:
 
 def test_missing_transformers_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(KgenUsageError, match="pip install transformers"):
+    with pytest.raises(KgenUsageError, match=r"pip install .kgen\[train\]. \(or pip install transformers\)"):
         require_transformers()
 
 
