@@ -143,6 +143,7 @@ def test_a_job_carries_the_sources_and_names_the_callers_files(tmp_path):
 
 LANES_SCRIPT = """
 import sys
+import threading
 from pathlib import Path
 from kgen.evals.executors.dispatch import LaneDispatcher
 from kgen.evals.executors.jobs import EvalJob
@@ -152,12 +153,21 @@ from kgen.evals.sandbox.lifecycle import install_signal_handlers
 
 install_signal_handlers()
 dispatcher = LaneDispatcher(lambda i: ProcessLane(i, 1, gpu=False), 2)
-print("lanes", *[lane.pid for lane in dispatcher.handles()], flush=True)
+lock = threading.Lock()
+
+
+def say(*words):  # the lanes' threads print too: one whole line at a time
+    with lock:
+        sys.stdout.write(" ".join(map(str, words)) + "\\n")
+        sys.stdout.flush()
+
+
+say("lanes", *[lane.pid for lane in dispatcher.handles()])
 options = EvalOptions(device="cpu", n_seeds=1, distributions=False, timeout_s=240)
 job = EvalJob.of(sys.argv[1], sys.argv[2], options)
 try:
-    dispatcher.evaluate([job, job], lambda i, r: print("result", r.outcome, flush=True), lambda: False,
-                        lambda i: print("started", i, flush=True), together=False)
+    dispatcher.evaluate([job, job], lambda i, r: say("result", r.outcome), lambda: False,
+                        lambda i: say("started", i), together=False)
 except KeyboardInterrupt:
     print("interrupted", flush=True)
     sys.exit(130)
