@@ -31,6 +31,7 @@ from kgen.evals.executors.lane_process import READY
 from kgen.evals.placement import Placement, host_name, visible_gpu_indices
 from kgen.evals.result import EvalResult
 from kgen.evals.sandbox import lifecycle
+from kgen.evals.sandbox.box import signal_name
 
 #: seconds a lane process may take to import torch and kgen and say it is ready
 LANE_START_TIMEOUT_S = 120.0
@@ -225,9 +226,5 @@ class ProcessLane(LaneHandle):
 
 
 def _exit_words(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+    name = signal_name(code)
+    return f"killed by {name}" if name else f"exit code {code}"

@@ -131,7 +131,8 @@ def _tail(path: Path, limit: int) -> tuple[str, int]:
     return (("…" + text) if size > limit else text), size
 
 
-def _signal_name(returncode: int | None) -> str | None:
+def signal_name(returncode: int | None) -> str | None:
+    """The signal that ended a process, by its return code (None: it exited)."""
     if returncode is None or returncode >= 0:
         return None
     try:
@@ -226,7 +227,7 @@ def run_python_module(
     return SandboxOutcome(
         returncode=proc.returncode,
         timed_out=timed_out,
-        signal_name=None if timed_out else _signal_name(proc.returncode),
+        signal_name=None if timed_out else signal_name(proc.returncode),
         stdout_tail=stdout_tail,
         stderr_tail=stderr_tail,
         stdout_bytes=stdout_bytes,
