@@ -528,10 +528,11 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
         for line in skipped_lines:
             suite.say(line)
         choose(ExecutorChoice.of(template), say=suite.say)
-        lanes = len(executor_for(device, template.targets).lanes()) if device.is_gpu and work else 1
-        if device.is_gpu and lanes > 1:
+        executor = executor_for(device, template.targets) if device.is_gpu and work else None
+        lanes = len(executor.lanes()) if executor is not None else 1
+        if executor is not None and lanes > 1:
             workers = min(lanes, len(work))
-            suite.say(f"{executor_for(device, template.targets).describe()}: up to {workers} problems at once, "
+            suite.say(f"{executor.describe()}: up to {workers} problems at once, "
                       "each candidate timed alone on its GPU" + (f"; --jobs {jobs} ignored" if jobs > 1 else ""))
         elif device.is_gpu:
             workers = 1
