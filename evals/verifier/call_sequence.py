@@ -17,7 +17,8 @@ sandbox's audit hook, which Python code cannot see), every output kept
 2. and 3. fresh inputs with the process clock ten minutes, then a day ahead
    (``environment_dependent``);
 4. fresh inputs after the reference's weights were re-drawn and loaded into the
-   candidate again (``stale_weights``);
+   candidate again (``stale_weights`` when a module built afresh and given the same
+   weights is right on them; ``numerical_mismatch`` when it is as wrong);
 5. the inputs of call 4, copied, with only a small block in the middle of one
    input changed (``stale_output``: a cache keyed on part of the input);
 6. the very buffers of call 5, with a small block near the start changed in
@@ -60,6 +61,7 @@ from kgen.evals.problem.format import flatten_outputs, sizes_text
 from kgen.evals.problem.layout import copy_inputs
 from kgen.evals.verdict import Rejected, RejectionClass
 from kgen.evals.verifier.context import VerifierContext
+from kgen.evals.verifier.failure_diagnosis import call_matches
 from kgen.evals.verifier.trial_parts import inputs_for, models, references
 from kgen.evals.verifier.watched_call import check_aliases, raise_guard_violation, runtime_error
 
@@ -175,6 +177,8 @@ def run_call_sequence(ctx: VerifierContext, problem: Any, seed: int) -> Sequence
                 name = "plain"  # wrong unwatched whatever the clock says: it tells watched calls apart
             if name in ("partial", "in_place") and not kept.repeats_last_call(outputs):
                 name = "fresh"  # an output of its own, wrong for these values: no cache returned it
+            if name == "weights" and not _right_in_a_new_module(ctx, problem, seed, reference, saved, ref64):
+                name = "as_wrong_new"  # as wrong in a module built with these weights: no stale copy
             raise Rejected(*_name(name, failure, what))
         check_aliases(ctx, aliased_outputs(outputs, args), what)
         changed = changed_state(before, candidate, globals_of)
@@ -283,6 +287,20 @@ def _wrong_without_the_clock(
     return _fails(ctx, outputs, native, ref64)
 
 
+def _right_in_a_new_module(ctx: VerifierContext, problem, seed: int, reference: Any, inputs: list[Any], ref64: list[Any]) -> bool:
+    """The premise of ``stale_weights`` at call 4: a module built now and given the same new
+    weights is right on the same inputs, so the called module's fault is what it kept from
+    the weights it had before. A kernel that is wrong with these weights wherever they are
+    loaded (its own rounding, on a draw where it falls outside the tolerance) is not stale."""
+    transfer = ctx.transfer
+    try:
+        _, fresh = models(ctx, problem, seed, fresh_weights=False)
+        transfer_weights(reference, fresh)
+        return call_matches(ctx, fresh, inputs, ref64)
+    finally:
+        ctx.transfer = transfer
+
+
 def _name(step: str, failure: Any, what: str) -> tuple[RejectionClass, str]:
     if step == "plain":
         return (
@@ -300,6 +318,12 @@ def _name(step: str, failure: Any, what: str) -> tuple[RejectionClass, str]:
             RejectionClass.STALE_WEIGHTS,
             "right until new weights were loaded into it, wrong after: it computes from a copy taken earlier: "
             f"{failure} ({what})",
+        )
+    if step == "as_wrong_new":
+        return (
+            RejectionClass.MISMATCH,
+            "wrong after new weights were loaded, and as wrong in a module built afresh and given the same "
+            f"weights (not a copy of the old ones): wrong with these weights: {failure} ({what})",
         )
     if step == "fresh":
         return (

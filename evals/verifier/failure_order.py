@@ -12,7 +12,7 @@ states it:
    memory left unwritten (``unwritten_output``, ``partial_output``).
 2. A rerun that finds the one change that fixes it (``failure_diagnosis.diagnose``): right on
    contiguous copies of strided inputs (``layout_blindness``), right with the weights it was
-   built with (``stale_weights``).
+   built with, missing a sizeable share of what the loaded weights change (``stale_weights``).
 3. The previous trial's output returned, bit for bit, for new inputs (``stale_output``).
 4. A trial of the baseline: the problem's own inputs, and standard-normal ones where those are
    of one sign (``input_distributions.BASELINE``), at the sizes the plan gives them, with the

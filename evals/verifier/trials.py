@@ -132,7 +132,7 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
             result.seconds = time.monotonic() - started
             save_report(ctx)
             failure = explain(ctx, failure, result, outputs, ref64, reference, inputs)
-            diagnosis = diagnose(ctx, problem, seed, inputs, ref64, what, failure)
+            diagnosis = diagnose(ctx, problem, seed, inputs, ref64, outputs, what, failure)
             named = diagnosis or name_failure(ctx, failure, result, outputs, what)
             if named[0] in RACE_SUSPECTS and (race := race_in_failure(ctx, candidate, inputs, ref64, native, what)):
                 named = (RejectionClass.RACE_CONDITION, f"{failure}; {race} ({what})")

@@ -98,10 +98,13 @@ def test_under_ieee_a_tf32_kernel_is_a_mismatch_with_the_tf32_advice_even_where_
     """At seed 98284060 the accumulation probes grew this TF32 kernel's error 4x and its error on
     the problem's own inputs was the size of bf16 rounding, so the baseline's mismatch was renamed
     low_precision_accumulation, though the output matched the reference on TF32-rounded inputs:
-    the name must not depend on the seed."""
+    the name must not depend on the seed. At seed 212233156 its error with the loaded weights was
+    1.28x the tolerance and within it with the weights it was built with, which was named
+    stale_weights, though it follows the weights it is given (it missed a rounding's worth of
+    their change, not a share of it)."""
     problem = FIXTURES / "kernelbench" / "level2" / "1_Conv2D_ReLU_BiasAdd.py"
     candidate = FIXTURES / "public" / "candidates" / "level2" / "l2_001_conv2d_relu_biasadd_gpt_tritonllm_search_best.py"
-    for seed in (98284060, 413396632, 7):
+    for seed in (98284060, 413396632, 7, 212233156):
         result = evaluate(problem, candidate, EvalOptions(device="cpu", seeds=[seed], timeout_s=300))
         assert result.outcome == "numerical_mismatch", (seed, result.outcome, result.reason)
         assert "TF32" in result.reason and "input_precision" in result.reason, (seed, result.reason)
