@@ -7,11 +7,16 @@ from pathlib import Path
 
 from kgen.errors import KgenUsageError
 from kgen.train_check.compare import DEFAULT_FACTOR, module_drift, noise_band, steps_outside
+from kgen.train_check.live_calls import LiveCalls
 from kgen.train_check.loop import RunResult, jitter_parameters, train
 from kgen.train_check.model import SIZES, ModelSize, build_model
+from kgen.train_check.op_check import OpCheck, check_calls
 from kgen.train_check.report import TrainCheckResult
 from kgen.train_check.swaps import kernel_files, stock_loss, swap_kernels
 from kgen.train_check.tokens import token_batches
+
+#: the steps whose kernel calls are judged against fp64 (`op_check`): fresh weights, and trained ones
+RECORDED_STEPS = (0, -1)
 
 
 def stock_run(size: ModelSize, steps: int, seed: int, device: str, jitter_seed: int | None = None) -> RunResult:
@@ -45,21 +50,37 @@ def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSiz
         return TrainCheckResult(verdict="inconclusive", reason="the two stock runs are identical: no noise measured",
                                 **base, stock=reference.losses, stock_jittered=jittered.losses)
     model = build_model(size, seed, device)
-    loss_fn, swaps = swap_kernels(model, files)
+    recorder = LiveCalls(steps=RECORDED_STEPS, last_step=steps - 1)
+    loss_fn, swaps = swap_kernels(model, files, recorder)
     try:
-        kernel = train(model, token_batches(size.vocab, size.batch, size.seq, steps, seed, device), loss_fn)
+        kernel = train(model, token_batches(size.vocab, size.batch, size.seq, steps, seed, device), loss_fn,
+                       on_step=recorder.at_step)
     except Exception as exc:  # a kernel that cannot run here says nothing about its numerics
         return TrainCheckResult(verdict="inconclusive", reason=f"the kernel run failed: {type(exc).__name__}: {exc}",
                                 **base, stock=reference.losses, stock_jittered=jittered.losses, band=band, swaps=swaps)
+    try:
+        ops = check_calls(recorder.calls)
+    except Exception as exc:  # kgen's own reference could not run: no word on the kernel
+        return TrainCheckResult(verdict="inconclusive", reason=f"the kernels' calls could not be judged: "
+                                f"{type(exc).__name__}: {exc}", **base, stock=reference.losses,
+                                stock_jittered=jittered.losses, kernel=kernel.losses, band=band, swaps=swaps)
     outside = steps_outside(band, reference.losses, kernel.losses)
     drift = module_drift(reference.params, jittered.params, kernel.params, factor) if kernel.params else []
-    drifted = [row.module for row in drift if not row.ok]
-    if outside:
-        verdict, reason = "disagree", f"the loss left the stock noise band (x{factor:g}) at step {outside[0]}"
-    elif drifted:
-        verdict, reason = "disagree", f"parameters drifted past the stock noise (x{factor:g}): {', '.join(drifted)}"
-    else:
-        verdict, reason = "agree", f"loss within the stock noise band (x{factor:g}) at every step, no module drifted"
+    found = _disagreements(outside, [row.module for row in drift if not row.ok], ops, factor)
+    verdict, reason = ("disagree", "; ".join(found)) if found else (
+        "agree", f"loss within the stock noise band (x{factor:g}) at every step, no module drifted, "
+                 "every kernel within the verifier's tolerance on the run's own tensors")
     return TrainCheckResult(verdict=verdict, reason=reason, **base, stock=reference.losses,
                             stock_jittered=jittered.losses, kernel=kernel.losses, band=band, steps_outside=outside,
-                            drift=drift, swaps=swaps)
+                            drift=drift, ops=ops, swaps=swaps)
+
+
+def _disagreements(outside: list[int], drifted: list[str], ops: list[OpCheck], factor: float) -> list[str]:
+    """Each way the kernel run disagrees with stock, in words."""
+    found = []
+    if outside:
+        found.append(f"the loss left the stock noise band (x{factor:g}) at step {outside[0]}")
+    if drifted:
+        found.append(f"parameters drifted past the stock noise (x{factor:g}): {', '.join(drifted)}")
+    found += [f"{op.problem} on the run's own tensors at step {op.step}: {op.message}" for op in ops if not op.ok]
+    return found

@@ -36,13 +36,17 @@ def jitter_parameters(model: Any, seed: int) -> None:
             param.copy_((param.float() * (1 + sign.to(torch.float32) * 2.0**-8)).to(param.dtype))
 
 
-def train(model: Any, batches: list[Any], loss_fn: Callable[[Any, Any], Any], lr: float = 3e-3) -> RunResult:
-    """Train ``model`` on ``batches`` (next-token prediction) with AdamW; one loss per batch."""
+def train(model: Any, batches: list[Any], loss_fn: Callable[[Any, Any], Any], lr: float = 3e-3,
+          on_step: Callable[[int], None] | None = None) -> RunResult:
+    """Train ``model`` on ``batches`` (next-token prediction) with AdamW; one loss per batch.
+    ``on_step`` is told each step's number before the step runs."""
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     losses = []
-    for ids in batches:
+    for step, ids in enumerate(batches):
+        if on_step is not None:
+            on_step(step)
         logits = model(input_ids=ids).logits
         vocab = logits.shape[-1]
         loss = loss_fn(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1))

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kgen.train_check.compare import Band, ModuleDrift
+from kgen.train_check.op_check import OpCheck
 from kgen.train_check.swaps import Swap
 
 Verdict = Literal["agree", "disagree", "inconclusive"]
@@ -27,6 +28,7 @@ class TrainCheckResult(BaseModel):
     band: Band | None = None
     steps_outside: list[int] = []
     drift: list[ModuleDrift] = []
+    ops: list[OpCheck] = []
     swaps: list[Swap] = []
 
 
@@ -49,4 +51,9 @@ def text_report(result: TrainCheckResult) -> str:
         for row in result.drift:
             lines.append(f"{row.module:<40}  {row.kernel:12.3e}  {row.noise:12.3e}  {row.allowed:9.2e}"
                          + ("" if row.ok else "  <-- drifted"))
+    if result.ops:
+        lines.append(f"{'kernel, on the run tensors':<28}  {'step':>4}  {'rel-L2 error':>12}  {'tolerance':>9}")
+        for op in result.ops:
+            lines.append(f"{op.problem:<28}  {op.step:>4}  {op.error:12.3e}  {op.tolerance:9.1e}"
+                         + ("" if op.ok else "  <-- outside"))
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kgen.errors import KgenUsageError
+from kgen.train_check.live_calls import LiveCalls
 
 #: the kernel files a swap needs, by problem name
 KERNEL_PROBLEMS = (
@@ -136,22 +137,33 @@ def stock_loss(logits: Any, targets: Any) -> Any:
     return torch.nn.functional.cross_entropy(logits.float(), targets)
 
 
-def swap_kernels(model: Any, files: dict[str, Path]) -> tuple[Any, list[Swap]]:
-    """Swap kernels into ``model`` in place; return the loss function to use and what was swapped."""
+def swap_kernels(model: Any, files: dict[str, Path], recorder: LiveCalls | None = None) -> tuple[Any, list[Swap]]:
+    """Swap kernels into ``model`` in place; return the loss function to use and what was swapped.
+    With ``recorder``, the kernels' calls it asks for are kept for `op_check`."""
     import torch
 
     fns = _functions()
-    rms_fwd, rms_bwd = load_kernel(files["rmsnorm_forward"], 0.0), load_kernel(files["rmsnorm_backward"])
-    swiglu = load_kernel(files["swiglu"])
-    emb_bwd = load_kernel(files["embedding_backward"], model.config.vocab_size)
-    ce_fwd, ce_bwd = load_kernel(files["cross_entropy_forward"]), load_kernel(files["cross_entropy_backward"])
+    rms_fwd_module = load_kernel(files["rmsnorm_forward"], 0.0)
+    vocab = model.config.vocab_size
+    kernels = {
+        "rmsnorm_forward": (rms_fwd_module, lambda: (rms_fwd_module.eps,)),
+        "rmsnorm_backward": (load_kernel(files["rmsnorm_backward"]), tuple),
+        "swiglu": (load_kernel(files["swiglu"]), tuple),
+        "embedding_backward": (load_kernel(files["embedding_backward"], vocab), lambda: (vocab,)),
+        "cross_entropy_forward": (load_kernel(files["cross_entropy_forward"]), tuple),
+        "cross_entropy_backward": (load_kernel(files["cross_entropy_backward"]), tuple),
+    }
+    called = {name: recorder.wrap(name, kernel, init) if recorder is not None else kernel
+              for name, (kernel, init) in kernels.items()}
+    rms_fwd, rms_bwd, swiglu = called["rmsnorm_forward"], called["rmsnorm_backward"], called["swiglu"]
+    emb_bwd, ce_fwd, ce_bwd = called["embedding_backward"], called["cross_entropy_forward"], called["cross_entropy_backward"]
 
     class KernelRMSNorm(torch.nn.Module):
         def __init__(self, stock: Any) -> None:
             super().__init__()
             self.weight = stock.weight
             self.eps = stock.variance_epsilon
-            rms_fwd.eps = self.eps
+            rms_fwd_module.eps = self.eps
 
         def forward(self, x: Any) -> Any:
             return fns["rmsnorm"].apply(x, self.weight, self.eps, rms_fwd, rms_bwd)
