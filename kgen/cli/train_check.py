@@ -25,21 +25,30 @@ def train_check_command(
         "--kernels", metavar="DIR", help="A folder of kernel files named by problem (rmsnorm_forward.py, "
         "rmsnorm_backward.py, swiglu.py, cross_entropy_forward.py, cross_entropy_backward.py, embedding_backward.py); "
         "the library's seed kernels serve the problems it lacks. Default: the seed kernels.")] = None,
+    export: Annotated[Path | None, typer.Option(
+        "--export", metavar="PKG", help="A package `kgen export --out PKG` wrote (or its package folder): its ops "
+        "serve the problems it holds, called as torch.ops.kgen_NAME.<problem> with the package's own checks; "
+        "--kernels files and the seed kernels serve the rest.")] = None,
     steps: Annotated[int, typer.Option("--steps", help="Training steps of each run.")] = 12,
     size: Annotated[str, typer.Option("--size", help="Model size: tiny (CPU), small or 100m (GPU).")] = "tiny",
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")] = "auto",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the initialisation and the token stream.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.svg", help="Also draw the loss curves and "
+                                              "each run's gap to stock inside the allowed band, as an SVG picture."
+                                              )] = None,
 ) -> None:
     """Train a Llama-architecture model (random init, built locally) stock and with kgen's kernels swapped in.
 
-    Two stock runs measure the noise: the reference, and the same run with its parameters moved by one bf16 rounding step. The kernel run (RMSNorm forward/backward, SwiGLU, the embedding's backward and cross-entropy replaced by the kernels) agrees when its loss stays within that noise band widened x3 at every step and no module's parameters drifted further from the reference than x3 the noise run's. On the CPU the kernels run in Triton's interpreter.
+    Two stock runs measure the noise: the reference, and the same run with its parameters moved by one bf16 rounding step. The kernel run (RMSNorm forward/backward, SwiGLU, the embedding's backward and cross-entropy replaced by the kernels) agrees when its loss stays within that noise band widened x3 at every step, no module's parameters drifted further from the reference than x3 the noise run's, and each kernel's calls at the first and last step, on the run's own tensors, are within the verifier's tolerance of its problem's reference in fp64 (a small model's loss curve can hide a kernel's error; its outputs cannot). On the CPU the kernels run in Triton's interpreter.
 
     Examples:
 
       kgen train-check --steps 8
 
       kgen train-check --kernels my_kernels/ --size small --device cuda --json
+
+      kgen export RUN --out rmsnorm_pkg --name rmsnorm_ops && kgen train-check --export rmsnorm_pkg
     """
     from kgen.backends.device import resolve_device
 
@@ -49,6 +58,10 @@ def train_check_command(
         fail_usage(f"--steps must be at least 2, not {steps}")
     if kernels is not None and not kernels.is_dir():
         fail_usage(f"--kernels {kernels}: no such folder")
+    if plot is not None and not plot.parent.is_dir():
+        fail_usage(f"--plot {plot}: no folder {plot.parent} to write it in")
+    if export is not None and not export.is_dir():
+        fail_usage(f"--export {export}: no such folder (a package `kgen export --out` wrote)")
     try:
         where = resolve_device(device)  # type: ignore[arg-type]
         if not where.is_gpu:
@@ -57,9 +70,13 @@ def train_check_command(
         from kgen.train_check.report import text_report
 
         result = run_check(kernels=kernels, steps=steps, size=size, device="cuda" if where.is_gpu else "cpu",
-                           seed=seed)
+                           seed=seed, export=export)
     except KgenUsageError as exc:
         fail_usage(str(exc))
     print_text(result.model_dump_json(indent=2) if as_json else text_report(result))
+    if plot is not None:
+        from kgen.train_check.report import curves_picture
+
+        plot.write_text(curves_picture(result))
     codes = {"agree": SUCCESS, "disagree": NOT_VERIFIED, "inconclusive": NO_MODEL_CODE_OR_INCONCLUSIVE}
     raise typer.Exit(codes[result.verdict])

@@ -5,14 +5,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from kgen.errors import KgenUsageError
-from kgen.train_check.compare import DEFAULT_FACTOR, module_drift, noise_band, steps_outside
+from kgen.train_check.compare import DEFAULT_FACTOR, Band, module_drift, noise_band, steps_outside
+from kgen.train_check.kernels import choose_kernels
 from kgen.train_check.live_calls import LiveCalls
 from kgen.train_check.loop import RunResult, jitter_parameters, train
 from kgen.train_check.model import SIZES, ModelSize, build_model
 from kgen.train_check.op_check import OpCheck, check_calls
 from kgen.train_check.report import TrainCheckResult
-from kgen.train_check.swaps import kernel_files, stock_loss, swap_kernels
+from kgen.train_check.swaps import stock_loss, swap_kernels
 from kgen.train_check.tokens import token_batches
 
 #: the steps whose kernel calls are judged against fp64 (`op_check`): fresh weights, and trained ones
@@ -27,52 +30,91 @@ def stock_run(size: ModelSize, steps: int, seed: int, device: str, jitter_seed: 
     return train(model, token_batches(size.vocab, size.batch, size.seq, steps, seed, device), stock_loss)
 
 
-def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSize = "tiny", device: str = "cpu",
-              seed: int = 0, factor: float = DEFAULT_FACTOR) -> TrainCheckResult:
-    """Train stock twice and once with the kernels; the verdict says whether the kernel run agrees.
+class Stock(BaseModel):
+    """The two stock runs a check compares with, and the band they give: measured once, shared by
+    every kernel set checked at the same size, steps, seed and device (`scripts/train_check_gpu.py`
+    checks a good and a planted set against one pair)."""
 
-    ``size`` is a name of `SIZES` or a `ModelSize` (the tests use smaller ones)."""
-    if isinstance(size, str) and size not in SIZES:
-        raise KgenUsageError(f"--size {size}: one of {', '.join(SIZES)}")
-    if steps < 2:
-        raise KgenUsageError(f"--steps {steps}: at least 2")
-    size_name = size if isinstance(size, str) else "custom"
-    size = SIZES[size] if isinstance(size, str) else size
-    files = kernel_files(kernels)
-    base = {"size": size_name, "steps": steps, "device": device, "seed": seed}
+    size: ModelSize
+    steps: int
+    seed: int
+    device: str
+    factor: float
+    reference: RunResult
+    jittered: RunResult
+    band: Band | None = None
+    #: why no band could be measured ("" when there is one)
+    problem: str = ""
+
+
+def stock_runs(size: ModelSize, steps: int, seed: int, device: str, factor: float = DEFAULT_FACTOR) -> Stock:
+    """The reference run and the jittered one, and their noise band unless it cannot be measured."""
     reference = stock_run(size, steps, seed, device)
     jittered = stock_run(size, steps, seed, device, jitter_seed=seed + 1)
+    stock = Stock(size=size, steps=steps, seed=seed, device=device, factor=factor, reference=reference,
+                  jittered=jittered)
     if not all(math.isfinite(x) for x in reference.losses + jittered.losses) or len(jittered.losses) < steps:
-        return TrainCheckResult(verdict="inconclusive", reason="a stock run's loss is not finite", **base,
-                                stock=reference.losses, stock_jittered=jittered.losses)
-    band = noise_band(reference.losses, jittered.losses, factor)
-    if band.noise[-1] == 0.0:
-        return TrainCheckResult(verdict="inconclusive", reason="the two stock runs are identical: no noise measured",
-                                **base, stock=reference.losses, stock_jittered=jittered.losses)
-    model = build_model(size, seed, device)
+        stock.problem = "a stock run's loss is not finite"
+    elif (band := noise_band(reference.losses, jittered.losses, factor)).noise[-1] == 0.0:
+        stock.problem = "the two stock runs are identical: no noise measured"
+    else:
+        stock.band = band
+    return stock
+
+
+def model_size(size: str | ModelSize) -> tuple[str, ModelSize]:
+    """A size's name and shape: a name of `SIZES`, or a `ModelSize` (the tests use smaller ones)."""
+    if isinstance(size, ModelSize):
+        return "custom", size
+    if size not in SIZES:
+        raise KgenUsageError(f"--size {size}: one of {', '.join(SIZES)}")
+    return size, SIZES[size]
+
+
+def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSize = "tiny", device: str = "cpu",
+              seed: int = 0, factor: float = DEFAULT_FACTOR, export: Path | None = None,
+              stock: Stock | None = None) -> TrainCheckResult:
+    """Train stock twice (unless ``stock`` holds those runs) and once with the kernels; the verdict
+    says whether the kernel run agrees.
+
+    ``export`` is a package `kgen export` wrote, whose ops serve the problems it holds
+    (``kernels``' files and the seeds the rest)."""
+    if steps < 2:
+        raise KgenUsageError(f"--steps {steps}: at least 2")
+    size_name, shape = model_size(size)
+    base = {"size": size_name, "steps": steps, "device": device, "seed": seed}
+    model = build_model(shape, seed, device)  # first: a kernel folder or package that cannot serve is a usage error now
+    chosen = choose_kernels(model.config.vocab_size, model.config.rms_norm_eps, kernels, export)
+    if stock is None:
+        stock = stock_runs(shape, steps, seed, device, factor)
+    elif (stock.size, stock.steps, stock.seed, stock.device, stock.factor) != (shape, steps, seed, device, factor):
+        raise ValueError("the stock runs were made for another size, step count, seed, device or factor")
+    reference, jittered, band = stock.reference, stock.jittered, stock.band
+    curves = {"stock": reference.losses, "stock_jittered": jittered.losses}
+    if band is None:
+        return TrainCheckResult(verdict="inconclusive", reason=stock.problem, **base, **curves)
     recorder = LiveCalls(steps=RECORDED_STEPS, last_step=steps - 1)
-    loss_fn, swaps = swap_kernels(model, files, recorder)
+    loss_fn, swaps = swap_kernels(model, chosen, recorder)
     try:
-        kernel = train(model, token_batches(size.vocab, size.batch, size.seq, steps, seed, device), loss_fn,
+        kernel = train(model, token_batches(shape.vocab, shape.batch, shape.seq, steps, seed, device), loss_fn,
                        on_step=recorder.at_step)
     except Exception as exc:  # a kernel that cannot run here says nothing about its numerics
         return TrainCheckResult(verdict="inconclusive", reason=f"the kernel run failed: {type(exc).__name__}: {exc}",
-                                **base, stock=reference.losses, stock_jittered=jittered.losses, band=band, swaps=swaps)
+                                **base, **curves, band=band, swaps=swaps)
     try:
         ops = check_calls(recorder.calls)
     except Exception as exc:  # kgen's own reference could not run: no word on the kernel
         return TrainCheckResult(verdict="inconclusive", reason=f"the kernels' calls could not be judged: "
-                                f"{type(exc).__name__}: {exc}", **base, stock=reference.losses,
-                                stock_jittered=jittered.losses, kernel=kernel.losses, band=band, swaps=swaps)
+                                f"{type(exc).__name__}: {exc}", **base, **curves, kernel=kernel.losses, band=band,
+                                swaps=swaps)
     outside = steps_outside(band, reference.losses, kernel.losses)
     drift = module_drift(reference.params, jittered.params, kernel.params, factor) if kernel.params else []
     found = _disagreements(outside, [row.module for row in drift if not row.ok], ops, factor)
     verdict, reason = ("disagree", "; ".join(found)) if found else (
         "agree", f"loss within the stock noise band (x{factor:g}) at every step, no module drifted, "
                  "every kernel within the verifier's tolerance on the run's own tensors")
-    return TrainCheckResult(verdict=verdict, reason=reason, **base, stock=reference.losses,
-                            stock_jittered=jittered.losses, kernel=kernel.losses, band=band, steps_outside=outside,
-                            drift=drift, ops=ops, swaps=swaps)
+    return TrainCheckResult(verdict=verdict, reason=reason, **base, **curves, kernel=kernel.losses, band=band,
+                            steps_outside=outside, drift=drift, ops=ops, swaps=swaps)
 
 
 def _disagreements(outside: list[int], drifted: list[str], ops: list[OpCheck], factor: float) -> list[str]:

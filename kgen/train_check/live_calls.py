@@ -44,15 +44,15 @@ class LiveCalls:
     def at_step(self, step: int) -> None:
         self.step = step
 
-    def wrap(self, problem: str, kernel: Callable[..., Any], init_args: Callable[[], tuple[Any, ...]]) -> Callable[..., Any]:
-        """``kernel`` as it was, keeping its first call at each recorded step; ``init_args`` is asked at
-        the call (RMSNorm's eps is set on the kernel after it is built)."""
+    def wrap(self, problem: str, kernel: Callable[..., Any], init_args: tuple[Any, ...]) -> Callable[..., Any]:
+        """``kernel`` as it was, keeping its first call at each recorded step (with ``init_args``, the
+        arguments its reference is built with)."""
         from kgen.evals.problem.format import flatten_outputs
 
         def call(*args: Any) -> Any:
             result = kernel(*args)
             if self.step in self.steps and not any(c.problem == problem and c.step == self.step for c in self.calls):
-                self.calls.append(LiveCall(problem=problem, step=self.step, init_args=init_args(),
+                self.calls.append(LiveCall(problem=problem, step=self.step, init_args=init_args,
                                            args=[_kept(a) for a in args],
                                            outputs=[_kept(o) for o in flatten_outputs(result)]))
             return result

@@ -57,3 +57,14 @@ def text_report(result: TrainCheckResult) -> str:
             lines.append(f"{op.problem:<28}  {op.step:>4}  {op.error:12.3e}  {op.tolerance:9.1e}"
                          + ("" if op.ok else "  <-- outside"))
     return "\n".join(lines)
+
+
+def curves_picture(result: TrainCheckResult) -> str:
+    """The check's loss curves as SVG (`plot.loss_curves_svg`): the jittered stock run and the kernel run
+    against the reference, the band shaded."""
+    from kgen.train_check.plot import loss_curves_svg
+
+    title = f"kgen train-check ({result.size}, {result.steps} steps, {result.device}): {result.verdict}"
+    runs = {"stock, jittered": result.stock_jittered, "kernels": result.kernel}
+    return loss_curves_svg(title, result.stock, {k: v for k, v in runs.items() if v},
+                           result.band.allowed if result.band else None)

@@ -1,69 +1,28 @@
 """kgen's kernels swapped into a transformers Llama: RMSNorm, SwiGLU, the embedding's backward, the loss.
 
-Each kernel is a file defining ``ModelNew`` (the catalog problem's interface), named after its
-problem (``rmsnorm_forward.py``, ...). A folder given with ``--kernels`` overrides the seed
-kernels file by file, so one planted or new kernel is checked beside the library's others.
-The wrappers are autograd functions: where the catalog has a forward/backward pair both are
+Each kernel is one callable per catalog problem (`kernels.choose_kernels`: a kernel file, an
+exported op, or the seed), called with the problem's forward inputs at the ranks it was verified
+with (rows: the tokens flattened). The wrappers are autograd functions: where the catalog has a forward/backward pair both are
 kernels; SwiGLU's backward (no catalog kernel) and RMSNorm's rstd (the forward kernel does
 not return it) are computed in torch, in fp32, and the swap says so.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from kgen.errors import KgenUsageError
+from kgen.train_check.kernels import Kernel
 from kgen.train_check.live_calls import LiveCalls
-
-#: the kernel files a swap needs, by problem name
-KERNEL_PROBLEMS = (
-    "rmsnorm_forward", "rmsnorm_backward", "swiglu", "cross_entropy_forward", "cross_entropy_backward",
-    "embedding_backward",
-)
-_loaded = itertools.count()
 
 
 class Swap(BaseModel):
-    """What one swap replaced, with which kernel files."""
+    """What one swap replaced, with which kernels (files, or exported ops)."""
 
     replaced: str
     kernels: list[str]
     torch_part: str = ""
-
-
-def seed_kernel_dir() -> Path:
-    """The library's Triton seed kernels."""
-    import kgen.knowledge_base
-
-    return Path(kgen.knowledge_base.__file__).parent / "seed_kernels" / "triton"
-
-
-def kernel_files(override: Path | None) -> dict[str, Path]:
-    """Problem -> kernel file: ``override``'s file where it has one, else the seed's."""
-    if override is not None and not override.is_dir():
-        raise KgenUsageError(f"--kernels {override}: not a folder of kernel files (rmsnorm_forward.py, ...)")
-    files = {}
-    for problem in KERNEL_PROBLEMS:
-        given = override / f"{problem}.py" if override is not None else None
-        files[problem] = given if given is not None and given.is_file() else seed_kernel_dir() / f"{problem}.py"
-    return files
-
-
-def load_kernel(path: Path, *init_args: Any) -> Any:
-    """``ModelNew(*init_args)`` from the file at ``path``, imported under a fresh module name."""
-    spec = importlib.util.spec_from_file_location(f"kgen_train_check_kernel_{next(_loaded)}", path)
-    if spec is None or spec.loader is None:
-        raise KgenUsageError(f"{path}: cannot be imported as a Python file")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, "ModelNew"):
-        raise KgenUsageError(f"{path}: defines no ModelNew")
-    return module.ModelNew(*init_args)
 
 
 def _functions() -> dict[str, Any]:
@@ -89,7 +48,8 @@ def _functions() -> dict[str, Any]:
         @staticmethod
         def forward(ctx: Any, gate: Any, up: Any, kernel: Any) -> Any:
             ctx.save_for_backward(gate, up)
-            return kernel(gate, up)
+            width = gate.shape[-1]
+            return kernel(gate.reshape(-1, width).contiguous(), up.reshape(-1, width).contiguous()).view(gate.shape)
 
         @staticmethod
         def backward(ctx: Any, grad: Any) -> Any:
@@ -137,24 +97,14 @@ def stock_loss(logits: Any, targets: Any) -> Any:
     return torch.nn.functional.cross_entropy(logits.float(), targets)
 
 
-def swap_kernels(model: Any, files: dict[str, Path], recorder: LiveCalls | None = None) -> tuple[Any, list[Swap]]:
-    """Swap kernels into ``model`` in place; return the loss function to use and what was swapped.
-    With ``recorder``, the kernels' calls it asks for are kept for `op_check`."""
+def swap_kernels(model: Any, kernels: dict[str, Kernel], recorder: LiveCalls | None = None) -> tuple[Any, list[Swap]]:
+    """Swap ``kernels`` (`kernels.choose_kernels`) into ``model`` in place; return the loss function
+    to use and what was swapped. With ``recorder``, the kernels' calls it asks for are kept for `op_check`."""
     import torch
 
     fns = _functions()
-    rms_fwd_module = load_kernel(files["rmsnorm_forward"], 0.0)
-    vocab = model.config.vocab_size
-    kernels = {
-        "rmsnorm_forward": (rms_fwd_module, lambda: (rms_fwd_module.eps,)),
-        "rmsnorm_backward": (load_kernel(files["rmsnorm_backward"]), tuple),
-        "swiglu": (load_kernel(files["swiglu"]), tuple),
-        "embedding_backward": (load_kernel(files["embedding_backward"], vocab), lambda: (vocab,)),
-        "cross_entropy_forward": (load_kernel(files["cross_entropy_forward"]), tuple),
-        "cross_entropy_backward": (load_kernel(files["cross_entropy_backward"]), tuple),
-    }
-    called = {name: recorder.wrap(name, kernel, init) if recorder is not None else kernel
-              for name, (kernel, init) in kernels.items()}
+    called = {name: recorder.wrap(name, k.call, k.init_args) if recorder is not None else k.call
+              for name, k in kernels.items()}
     rms_fwd, rms_bwd, swiglu = called["rmsnorm_forward"], called["rmsnorm_backward"], called["swiglu"]
     emb_bwd, ce_fwd, ce_bwd = called["embedding_backward"], called["cross_entropy_forward"], called["cross_entropy_backward"]
 
@@ -163,7 +113,6 @@ def swap_kernels(model: Any, files: dict[str, Path], recorder: LiveCalls | None 
             super().__init__()
             self.weight = stock.weight
             self.eps = stock.variance_epsilon
-            rms_fwd_module.eps = self.eps
 
         def forward(self, x: Any) -> Any:
             return fns["rmsnorm"].apply(x, self.weight, self.eps, rms_fwd, rms_bwd)
@@ -187,7 +136,7 @@ def swap_kernels(model: Any, files: dict[str, Path], recorder: LiveCalls | None 
         return fns["cross_entropy"].apply(logits.contiguous(), targets.contiguous(), ce_fwd, ce_bwd)
 
     def names(*problems: str) -> list[str]:
-        return [str(files[p]) for p in problems]
+        return [kernels[p].origin for p in problems]
 
     swaps = [
         Swap(replaced=f"{len(norms)} LlamaRMSNorm modules", kernels=names("rmsnorm_forward", "rmsnorm_backward"),

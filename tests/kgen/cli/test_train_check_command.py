@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,8 @@ def kgen(*args: str) -> subprocess.CompletedProcess:
     (["--size", "huge"], "--size must be one of tiny, small, 100m"),
     (["--steps", "1"], "--steps must be at least 2"),
     (["--kernels", "/no/such/folder"], "no such folder"),
+    (["--export", "/no/such/package"], "--export /no/such/package: no such folder"),
+    (["--plot", "/no/such/folder/curves.svg"], "no folder /no/such/folder to write it in"),
     (["--device", "tpu"], "unknown device"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args: list[str], says: str) -> None:
@@ -35,9 +39,12 @@ def test_missing_transformers_names_the_install(monkeypatch: pytest.MonkeyPatch)
         require_transformers()
 
 
-def test_a_short_cpu_check_of_the_seed_kernels_agrees_and_prints_json() -> None:
-    done = kgen("train-check", "--steps", "2", "--device", "cpu", "--json")
+def test_a_short_cpu_check_of_the_seed_kernels_agrees_prints_json_and_draws_the_curves(tmp_path: Path) -> None:
+    picture = tmp_path / "curves.svg"
+    done = kgen("train-check", "--steps", "2", "--device", "cpu", "--json", "--plot", str(picture))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert result["verdict"] == "agree" and len(result["kernel"]) == 2 and result["size"] == "tiny"
     assert result["band"]["noise"][-1] > 0
+    assert {op["problem"] for op in result["ops"]} >= {"embedding_backward", "swiglu"}
+    assert ET.parse(picture).getroot().tag.endswith("svg")

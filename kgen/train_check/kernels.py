@@ -1,0 +1,136 @@
+"""Which kernel serves each swapped problem: a file of a `--kernels` folder, an op of a package
+`kgen export` wrote (`--export`), or else the library's seed kernel.
+
+A kernel file defines ``ModelNew`` (the catalog problem's interface) and is named after its
+problem (``rmsnorm_forward.py``, ...). An exported package is used as its users use it: imported
+by name from the folder above it, each kernel called as ``torch.ops.kgen_PKG.<problem>`` through
+the package's plain function, with the dtype and rank checks the package makes. Either way every
+kernel is one callable taking the problem's forward inputs, and the swaps cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from kgen.errors import KgenUsageError
+
+#: the kernels a swap needs, by problem name
+KERNEL_PROBLEMS = (
+    "rmsnorm_forward", "rmsnorm_backward", "swiglu", "cross_entropy_forward", "cross_entropy_backward",
+    "embedding_backward",
+)
+MANIFEST_FILE = "manifest.json"  # the file `kgen export` writes into its package (kgen/export/manifest.py)
+_loaded = itertools.count()
+
+
+class Kernel(BaseModel):
+    """One problem's kernel as the swap calls it, with the init arguments its reference is built with."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    problem: str
+    origin: str
+    init_args: tuple[Any, ...] = ()
+    call: Callable[..., Any]
+
+
+def seed_kernel_dir() -> Path:
+    """The library's Triton seed kernels."""
+    import kgen.knowledge_base
+
+    return Path(kgen.knowledge_base.__file__).parent / "seed_kernels" / "triton"
+
+
+def kernel_files(override: Path | None) -> dict[str, Path]:
+    """Problem -> kernel file: ``override``'s file where it has one, else the seed's."""
+    if override is not None and not override.is_dir():
+        raise KgenUsageError(f"--kernels {override}: not a folder of kernel files (rmsnorm_forward.py, ...)")
+    files = {}
+    for problem in KERNEL_PROBLEMS:
+        given = override / f"{problem}.py" if override is not None else None
+        files[problem] = given if given is not None and given.is_file() else seed_kernel_dir() / f"{problem}.py"
+    return files
+
+
+def load_kernel(path: Path, *init_args: Any) -> Any:
+    """``ModelNew(*init_args)`` from the file at ``path``, imported under a fresh module name."""
+    spec = importlib.util.spec_from_file_location(f"kgen_train_check_kernel_{next(_loaded)}", path)
+    if spec is None or spec.loader is None:
+        raise KgenUsageError(f"{path}: cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, "ModelNew"):
+        raise KgenUsageError(f"{path}: defines no ModelNew")
+    return module.ModelNew(*init_args)
+
+
+def package_folder(given: Path) -> Path:
+    """The package's own folder (the one holding ``manifest.json``): ``given`` itself, or the one
+    package folder inside the folder `kgen export --out` wrote."""
+    if not given.is_dir():
+        raise KgenUsageError(f"--export {given}: no such folder (a package `kgen export --out` wrote)")
+    if (given / MANIFEST_FILE).is_file():
+        return given
+    inside = sorted(p.parent for p in given.glob(f"*/{MANIFEST_FILE}"))
+    if len(inside) != 1:
+        found = f"{len(inside)} packages" if inside else f"no {MANIFEST_FILE}"
+        raise KgenUsageError(f"--export {given}: {found} there; give the folder `kgen export --out` wrote, or its "
+                             "package folder")
+    return inside[0]
+
+
+def import_package(folder: Path) -> Any:
+    """The exported package, imported by name from the folder above it (as an installed one would be)."""
+    name = folder.name
+    if name in sys.modules:
+        loaded = sys.modules[name]
+        if Path(getattr(loaded, "__file__", "") or "").resolve().parent != folder.resolve():
+            raise KgenUsageError(f"--export {folder}: another package named {name} is already imported here")
+        return loaded
+    sys.path.insert(0, str(folder.parent))
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:  # TamperedKernelError is one: a kernel changed after export
+        raise KgenUsageError(f"--export {folder}: cannot be imported: {exc}") from exc
+    finally:
+        sys.path.remove(str(folder.parent))
+
+
+def _exported(module: Any, problem: str, init_args: tuple[Any, ...]) -> Callable[..., Any]:
+    """The package's plain function for ``problem``, its init arguments bound in the manifest's order."""
+    names = [spec["name"] for spec in module.package.kernels[problem].init]
+    function = module.package.function(problem)
+    bound = dict(zip(names, init_args, strict=True))
+    return lambda *inputs: function(*inputs, **bound)
+
+
+def choose_kernels(vocab: int, eps: float, kernels: Path | None = None, export: Path | None = None) -> dict[str, Kernel]:
+    """Each swapped problem's kernel: the exported package's op where it has one, else the
+    ``kernels`` folder's file, else the seed's. ``vocab`` and ``eps`` are the model's (the
+    embedding backward's and RMSNorm's init arguments)."""
+    init = {"rmsnorm_forward": (eps,), "embedding_backward": (vocab,)}
+    files = kernel_files(kernels)
+    module, folder, declared = None, None, set()
+    if export is not None:
+        folder = package_folder(export)
+        module = import_package(folder)
+        declared = {entry["name"] for entry in json.loads((folder / MANIFEST_FILE).read_text())["kernels"]}
+    chosen = {}
+    for problem in KERNEL_PROBLEMS:
+        args = init.get(problem, ())
+        if module is not None and problem in declared:
+            chosen[problem] = Kernel(problem=problem, origin=f"torch.ops.kgen_{folder.name}.{problem} ({folder})",
+                                     init_args=args, call=_exported(module, problem, args))
+        else:
+            chosen[problem] = Kernel(problem=problem, origin=str(files[problem]), init_args=args,
+                                     call=load_kernel(files[problem], *args))
+    return chosen
