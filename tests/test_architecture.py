@@ -31,8 +31,8 @@ ORDER = (
     "kgen",  # the namespace's front door: kgen.generate / kgen.evaluate, resolved lazily
     "kgen.cli",
     "kgen.api",
+    "kgen.train_check",  # `kgen train-check`: a Llama trained stock and with kernels (files, exported ops) swapped in
     "kgen.export",  # `kgen export`: reads runs (kgen.agent) and problems, writes packages
-    "kgen.train_check",  # `kgen train-check`: a tiny Llama trained stock and with kernels swapped in
     "kgen.agent",
     "kgen.knowledge_base",
     "kgen.evals",

@@ -22,13 +22,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kgen.errors import KgenUsageError
+from kgen.export.manifest import MANIFEST_FILE
 
 #: the kernels a swap needs, by problem name
 KERNEL_PROBLEMS = (
     "rmsnorm_forward", "rmsnorm_backward", "swiglu", "cross_entropy_forward", "cross_entropy_backward",
     "embedding_backward",
 )
-MANIFEST_FILE = "manifest.json"  # the file `kgen export` writes into its package (kgen/export/manifest.py)
 _loaded = itertools.count()
 
 
