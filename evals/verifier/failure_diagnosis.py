@@ -205,10 +205,11 @@ def plain_call_matches(
 
 
 def call_matches(ctx: VerifierContext, candidate, inputs, ref64) -> bool:
-    """One unwatched call of ``candidate`` on copies of ``inputs``: does it match ``ref64``?"""
+    """One unwatched call of ``candidate`` on copies of ``inputs`` on the device (the call sequence
+    keeps its pristine inputs on the host when the device has no room): does it match ``ref64``?"""
     try:
         with ctx.guard, ctx.torch.no_grad():
-            outputs = flatten_outputs(candidate(*copy_inputs(inputs)))
+            outputs = flatten_outputs(candidate(*copy_inputs(inputs, ctx.device)))
     except Exception:  # noqa: BLE001 - a diagnosis only; the failure stands as found
         return False
     if len(outputs) != len(ref64) or not all(isinstance(o, ctx.torch.Tensor) for o in outputs):

@@ -2,9 +2,9 @@
 
 Each kernel is one callable per catalog problem (`kernels.choose_kernels`: a kernel file, an
 exported op, or the seed), called with the problem's forward inputs at the ranks it was verified
-with (rows: the tokens flattened). The wrappers are autograd functions: where the catalog has a forward/backward pair both are
-kernels; SwiGLU's backward (no catalog kernel) and RMSNorm's rstd (the forward kernel does
-not return it) are computed in torch, in fp32, and the swap says so.
+with (rows: the tokens flattened). The wrappers are autograd functions: where the catalog has a
+forward/backward pair both are kernels; SwiGLU's backward (no catalog kernel) and RMSNorm's rstd
+(the forward kernel does not return it) are computed in torch, in fp32, and the swap says so.
 """
 
 from __future__ import annotations
