@@ -54,6 +54,9 @@ def kernel_files(override: Path | None) -> dict[str, Path]:
     """Problem -> kernel file: ``override``'s file where it has one, else the seed's."""
     if override is not None and not override.is_dir():
         raise KgenUsageError(f"--kernels {override}: not a folder of kernel files (rmsnorm_forward.py, ...)")
+    if override is not None and not any((override / f"{problem}.py").is_file() for problem in KERNEL_PROBLEMS):
+        raise KgenUsageError(f"--kernels {override}: holds none of {', '.join(p + '.py' for p in KERNEL_PROBLEMS)} "
+                             "(a kernel file is named after its problem)")
     files = {}
     for problem in KERNEL_PROBLEMS:
         given = override / f"{problem}.py" if override is not None else None

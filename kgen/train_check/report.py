@@ -37,7 +37,7 @@ def text_report(result: TrainCheckResult) -> str:
     lines = [f"train-check ({result.size}, {result.steps} steps, {result.device}): {result.verdict}: {result.reason}"]
     for swap in result.swaps:
         extra = f" (torch: {swap.torch_part})" if swap.torch_part else ""
-        lines.append(f"  swapped {swap.replaced}{extra}")
+        lines.append(f"  swapped {swap.replaced}{extra}: {', '.join(swap.kernels)}")
     if result.band is not None:
         lines.append(f"{'step':>4}  {'stock':>9}  {'jittered':>9}  {'kernel':>9}  {'|gap|':>9}  {'allowed':>9}")
         for step, allowed in enumerate(result.band.allowed):

@@ -15,7 +15,7 @@ from kgen.export.package import write_package
 from kgen.export.sources import find_exportables
 from kgen.knowledge_base import SEED_KERNELS_DIR
 from kgen.train_check.check import run_check
-from kgen.train_check.kernels import KERNEL_PROBLEMS, package_folder
+from kgen.train_check.kernels import KERNEL_PROBLEMS, kernel_files, package_folder
 from kgen.train_check.model import ModelSize
 
 SEEDS = Path(SEED_KERNELS_DIR) / "triton"
@@ -50,6 +50,12 @@ def test_a_package_serves_what_it_holds_and_the_kernels_folder_the_rest(tmp_path
     by_swap = {swap.replaced: swap.kernels for swap in result.swaps}
     assert any(k.startswith("torch.ops.kgen_train_check_swiglu_only.swiglu") for ks in by_swap.values() for k in ks)
     assert str(folder / "embedding_backward.py") in by_swap["the input embedding's backward"]
+
+
+def test_a_kernels_folder_holding_no_kernel_file_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "rmsnorm.py").write_text("# not named after a problem\n")
+    with pytest.raises(KgenUsageError, match="holds none of rmsnorm_forward.py"):
+        kernel_files(tmp_path)
 
 
 def test_a_folder_without_one_package_is_a_usage_error(tmp_path: Path) -> None:
