@@ -292,13 +292,9 @@ def _right_in_a_new_module(ctx: VerifierContext, problem, seed: int, reference: 
     weights is right on the same inputs, so the called module's fault is what it kept from
     the weights it had before. A kernel that is wrong with these weights wherever they are
     loaded (its own rounding, on a draw where it falls outside the tolerance) is not stale."""
-    transfer = ctx.transfer
-    try:
-        _, fresh = models(ctx, problem, seed, fresh_weights=False)
-        transfer_weights(reference, fresh)
-        return call_matches(ctx, fresh, inputs, ref64)
-    finally:
-        ctx.transfer = transfer
+    _, fresh = models(ctx, problem, seed, fresh_weights=False, rerun=True)
+    transfer_weights(reference, fresh)
+    return call_matches(ctx, fresh, inputs, ref64)
 
 
 def _name(step: str, failure: Any, what: str) -> tuple[RejectionClass, str]:

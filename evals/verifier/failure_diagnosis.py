@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 
 from kgen.evals.checks.compare import (
+    COMPARE_CHUNK,
     ComparisonFailure,
     compare_output,
     outputs_failure,
@@ -116,14 +117,13 @@ def diagnose(
             f"wrong on the problem's own strided inputs ({layouts}), right on contiguous copies of them: "
             f"the kernel ignores strides: {failure} ({what})",
         )
-    how = ctx.transfer.how if ctx.transfer is not None else ""
     if ctx.transfer is not None and ctx.transfer.transferred and (
         (missed := missed_weight_change(ctx, problem, seed, inputs, ref64, outputs)) is not None
     ):
         return (
             RejectionClass.STALE_WEIGHTS,
             "right with the weights it was built with, wrong once other weights were loaded into it "
-            f"({how}): it computes from a copy taken at construction (it missed {missed:.0%} of what the "
+            f"({ctx.transfer.how}): it computes from a copy taken at construction (it missed {missed:.0%} of what the "
             f"new weights change in the output): {failure} ({what})",
         )
     if plain_call_matches(ctx, problem, seed, inputs, ref64, reference_mode="eval"):
@@ -157,7 +157,7 @@ def missed_weight_change(ctx: VerifierContext, problem, seed: int, inputs, ref64
     with the loaded ones by a sizeable share (:data:`STALE_SHARE`) of what loading them
     changes in the reference's output. The share it missed, or None where the premise fails."""
 
-    reference, candidate = models(ctx, problem, seed, fresh_weights=False)
+    reference, candidate = models(ctx, problem, seed, fresh_weights=False, rerun=True)
     _, built64 = references(ctx, reference, inputs)
     if not call_matches(ctx, candidate, inputs, built64):
         return None
@@ -173,14 +173,16 @@ def missed_weight_change(ctx: VerifierContext, problem, seed: int, inputs, ref64
     return share if share >= STALE_SHARE else None
 
 
-def _squared_distance(a, b, chunk: int = 1 << 24) -> float:
-    """sum((a - b)^2) in fp64 on ``b``'s device, a slice at a time (full-size outputs can be gigabytes)."""
+def _squared_distance(a, b) -> float:
+    """sum((a - b)^2) in fp64 on ``b``'s device, a comparison's chunk at a time (full-size outputs
+    can be gigabytes)."""
     import torch
 
     a, b = a.detach().reshape(-1), b.detach().reshape(-1)
     total = 0.0
-    for start in range(0, b.numel(), chunk):
-        piece = a[start:start + chunk].to(b.device, torch.float64) - b[start:start + chunk].to(torch.float64)
+    for start in range(0, b.numel(), COMPARE_CHUNK):
+        end = start + COMPARE_CHUNK
+        piece = a[start:end].to(b.device, torch.float64) - b[start:end].to(torch.float64)
         total += float(piece.pow(2).sum())
     return total
 
@@ -192,7 +194,7 @@ def plain_call_matches(
     the reference switched to ``reference_mode`` "eval", when that changes the reference's
     answer)?"""
 
-    reference, candidate = models(ctx, problem, seed)
+    reference, candidate = models(ctx, problem, seed, rerun=True)
     if reference_mode == "eval":
         if not reference.training:
             return False

@@ -71,9 +71,13 @@ def inputs_for(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribu
     return copy_inputs(inputs, ctx.device)
 
 
-def models(ctx: VerifierContext, problem: LoadedProblem, seed: int, fresh_weights: bool = True) -> tuple[Any, Any]:
+def models(
+    ctx: VerifierContext, problem: LoadedProblem, seed: int, fresh_weights: bool = True, rerun: bool = False
+) -> tuple[Any, Any]:
     """The reference and the candidate, built from one seed; with ``fresh_weights`` the
-    reference's state is re-drawn and loaded into the candidate (``module_state``)."""
+    reference's state is re-drawn and loaded into the candidate (``module_state``). How the
+    weights were loaded is recorded in ``ctx.transfer``, except for a ``rerun``: a diagnosis's
+    own pair leaves the record of the pair it is diagnosing as it was."""
     from kgen.evals.checks.module_state import WeightTransfer, rerandomise, transfer_weights
 
     torch = ctx.torch
@@ -92,7 +96,7 @@ def models(ctx: VerifierContext, problem: LoadedProblem, seed: int, fresh_weight
             RejectionClass.CONSTRUCTION_ERROR,
             f"ModelNew(*init_inputs) raised {exception_line(exc, ctx.request.candidate_path)}",
         ) from exc
-    ctx.transfer = WeightTransfer(how="none")
+    transfer = WeightTransfer(how="none")
     if isinstance(candidate, torch.nn.Module):
         # KernelBench semantics: both judged in the mode the reference is constructed in
         # (training: BatchNorm normalises with the batch's statistics).
@@ -100,10 +104,12 @@ def models(ctx: VerifierContext, problem: LoadedProblem, seed: int, fresh_weight
         original = copy.deepcopy(reference.state_dict())
         if fresh_weights:
             rerandomise(reference, torch.Generator().manual_seed(seed + 104729))
-        ctx.transfer = transfer_weights(reference, candidate)
-        if not ctx.transfer.transferred and fresh_weights:
+        transfer = transfer_weights(reference, candidate)
+        if not transfer.transferred and fresh_weights:
             # Nothing to load them into: judge both with the seed's weights, as built.
             reference.load_state_dict(original)
+    if not rerun:
+        ctx.transfer = transfer
     return reference, candidate
 
 
