@@ -61,13 +61,12 @@ def export_package(out: Path, run: str | None) -> dict[str, Any]:
     """Phase 1: the package, and what went into it."""
     from kgen.export.package import write_package
     from kgen.export.sources import find_exportables
-    from kgen.knowledge_base import SEED_KERNELS_DIR
-    from kgen.train_check.kernels import KERNEL_PROBLEMS
+    from kgen.train_check.kernels import KERNEL_PROBLEMS, seed_kernel_dir
 
     if run is not None:
         kernels = [k for k in find_exportables(run) if k.problem in KERNEL_PROBLEMS]
     else:
-        seeds = Path(SEED_KERNELS_DIR) / "triton"
+        seeds = seed_kernel_dir()
         kernels = [k for p in KERNEL_PROBLEMS for k in find_exportables(str(seeds / f"{p}.py"), problem=p)]
     manifest = write_package(kernels, out / "package", PACKAGE)
     return {"package": str(out / "package"), "kernels": [
@@ -80,6 +79,8 @@ def _ops_model(module: Any, model: Any) -> Any:
     as a user would wire them: the pairs' autograd is the package's; SwiGLU (no catalog backward) gets
     a torch formula and the embedding a custom op whose backward is the exported kernel."""
     import torch
+
+    from kgen.train_check.swaps import replace_rmsnorms, replace_swiglus, swiglu_gradients
 
     ns = module.package.namespace
     qualified = f"{ns}_glue"
@@ -104,10 +105,7 @@ def _ops_model(module: Any, model: Any) -> Any:
         ctx.save_for_backward(inputs[0], inputs[1])
 
     def swiglu_backward(ctx: Any, grad: Any) -> Any:
-        gate, up = (t.float() for t in ctx.saved_tensors)
-        sig = torch.sigmoid(gate)
-        g = grad.float()
-        return (g * up * sig * (1 + gate * (1 - sig))).to(grad.dtype), (g * gate * sig).to(grad.dtype)
+        return swiglu_gradients(*ctx.saved_tensors, grad)
 
     torch.library.register_autograd(f"{ns}::swiglu", swiglu_backward, setup_context=swiglu_setup)
 
@@ -120,29 +118,25 @@ def _ops_model(module: Any, model: Any) -> Any:
             rows = x.reshape(-1, x.shape[-1])
             return module.rmsnorm_forward(rows, self.weight, eps=self.eps).view(x.shape)
 
-    for name in [n for n, m in model.named_modules() if type(m).__name__ == "LlamaRMSNorm"]:
-        parent, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent), child, OpsRMSNorm(model.get_submodule(name)))
-    for mlp in [m for m in model.modules() if type(m).__name__ == "LlamaMLP"]:
-        def mlp_forward(x: Any, mlp: Any = mlp) -> Any:
-            gate, up = mlp.gate_proj(x), mlp.up_proj(x)
-            width = gate.shape[-1]
-            return mlp.down_proj(module.swiglu(gate.reshape(-1, width), up.reshape(-1, width)).view(gate.shape))
-        mlp.forward = mlp_forward
+    def rows_swiglu(gate: Any, up: Any) -> Any:
+        width = gate.shape[-1]
+        return module.swiglu(gate.reshape(-1, width), up.reshape(-1, width)).view(gate.shape)
+
+    replace_rmsnorms(model, OpsRMSNorm)
+    replace_swiglus(model, rows_swiglu)
     embed = model.get_input_embeddings()
     embed.forward = lambda ids: embedding(ids, embed.weight)
     return model
 
 
 def _loss(model: Any, ids: Any, ce: Any | None) -> Any:
-    import torch
+    """The next-token loss: stock cross-entropy, or the exported op ``ce`` averaged over tokens."""
+    from kgen.train_check.loop import next_token_loss
+    from kgen.train_check.swaps import stock_loss
 
-    logits = model(input_ids=ids).logits
-    vocab = logits.shape[-1]
-    flat, targets = logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1)
     if ce is None:
-        return torch.nn.functional.cross_entropy(flat.float(), targets)
-    return ce(flat.contiguous(), targets.contiguous()).mean()
+        return next_token_loss(model, ids, stock_loss)
+    return next_token_loss(model, ids, lambda logits, targets: ce(logits.contiguous(), targets.contiguous()).mean())
 
 
 def _step_seconds(step: Any, batches: list[Any], device: str) -> float:

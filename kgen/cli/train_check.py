@@ -17,8 +17,6 @@ from kgen.cli.exit_codes import NO_MODEL_CODE_OR_INCONCLUSIVE, NOT_VERIFIED, SUC
 from kgen.cli.terminal import fail_usage, print_text
 from kgen.errors import KgenUsageError
 
-SIZE_NAMES = ("tiny", "small", "100m")
-
 
 def train_check_command(
     kernels: Annotated[Path | None, typer.Option(
@@ -51,17 +49,14 @@ def train_check_command(
       kgen export RUN --out rmsnorm_pkg --name rmsnorm_ops && kgen train-check --export rmsnorm_pkg
     """
     from kgen.backends.device import resolve_device
+    from kgen.train_check.check import check_arguments  # imports neither torch nor triton
 
-    if size not in SIZE_NAMES:
-        fail_usage(f"--size must be one of {', '.join(SIZE_NAMES)}, not '{size}'")
-    if steps < 2:
-        fail_usage(f"--steps must be at least 2, not {steps}")
-    if kernels is not None and not kernels.is_dir():
-        fail_usage(f"--kernels {kernels}: no such folder")
+    try:
+        check_arguments(size, steps, kernels, export)
+    except KgenUsageError as exc:
+        fail_usage(str(exc))
     if plot is not None and not plot.parent.is_dir():
         fail_usage(f"--plot {plot}: no folder {plot.parent} to write it in")
-    if export is not None and not export.is_dir():
-        fail_usage(f"--export {export}: no such folder (a package `kgen export --out` wrote)")
     try:
         where = resolve_device(device)  # type: ignore[arg-type]
         if not where.is_gpu:

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from kgen.errors import KgenUsageError
 from kgen.train_check.compare import DEFAULT_FACTOR, Band, module_drift, noise_band, steps_outside
-from kgen.train_check.kernels import choose_kernels
+from kgen.train_check.kernels import choose_kernels, kernel_files, package_folder
 from kgen.train_check.live_calls import LiveCalls
 from kgen.train_check.loop import RunResult, jitter_parameters, train
 from kgen.train_check.model import SIZES, ModelSize, build_model
@@ -67,8 +67,21 @@ def model_size(size: str | ModelSize) -> tuple[str, ModelSize]:
     if isinstance(size, ModelSize):
         return "custom", size
     if size not in SIZES:
-        raise KgenUsageError(f"--size {size}: one of {', '.join(SIZES)}")
+        raise KgenUsageError(f"--size must be one of {', '.join(SIZES)}, not '{size}'")
     return size, SIZES[size]
+
+
+def check_arguments(size: str | ModelSize, steps: int, kernels: Path | None = None,
+                    export: Path | None = None) -> tuple[str, ModelSize]:
+    """A check's arguments judged before any work (the command asks before it picks a device):
+    the size's name and shape, or a usage error."""
+    named = model_size(size)
+    if steps < 2:
+        raise KgenUsageError(f"--steps must be at least 2, not {steps}")
+    kernel_files(kernels)
+    if export is not None:
+        package_folder(export)
+    return named
 
 
 def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSize = "tiny", device: str = "cpu",
@@ -79,9 +92,7 @@ def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSiz
 
     ``export`` is a package `kgen export` wrote, whose ops serve the problems it holds
     (``kernels``' files and the seeds the rest)."""
-    if steps < 2:
-        raise KgenUsageError(f"--steps {steps}: at least 2")
-    size_name, shape = model_size(size)
+    size_name, shape = check_arguments(size, steps)  # the folders: by choose_kernels, below
     base = {"size": size_name, "steps": steps, "device": device, "seed": seed}
     model = build_model(shape, seed, device)  # first: a kernel folder or package that cannot serve is a usage error now
     chosen = choose_kernels(model.config.vocab_size, model.config.rms_norm_eps, kernels, export)

@@ -11,8 +11,6 @@ kernel is one callable taking the problem's forward inputs, and the swaps cannot
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -29,7 +27,6 @@ KERNEL_PROBLEMS = (
     "rmsnorm_forward", "rmsnorm_backward", "swiglu", "cross_entropy_forward", "cross_entropy_backward",
     "embedding_backward",
 )
-_loaded = itertools.count()
 
 
 class Kernel(BaseModel):
@@ -45,15 +42,15 @@ class Kernel(BaseModel):
 
 def seed_kernel_dir() -> Path:
     """The library's Triton seed kernels."""
-    import kgen.knowledge_base
+    from kgen.knowledge_base import SEED_KERNELS_DIR
 
-    return Path(kgen.knowledge_base.__file__).parent / "seed_kernels" / "triton"
+    return Path(SEED_KERNELS_DIR) / "triton"
 
 
 def kernel_files(override: Path | None) -> dict[str, Path]:
     """Problem -> kernel file: ``override``'s file where it has one, else the seed's."""
     if override is not None and not override.is_dir():
-        raise KgenUsageError(f"--kernels {override}: not a folder of kernel files (rmsnorm_forward.py, ...)")
+        raise KgenUsageError(f"--kernels {override}: no such folder")
     if override is not None and not any((override / f"{problem}.py").is_file() for problem in KERNEL_PROBLEMS):
         raise KgenUsageError(f"--kernels {override}: holds none of {', '.join(p + '.py' for p in KERNEL_PROBLEMS)} "
                              "(a kernel file is named after its problem)")
@@ -65,12 +62,14 @@ def kernel_files(override: Path | None) -> dict[str, Path]:
 
 
 def load_kernel(path: Path, *init_args: Any) -> Any:
-    """``ModelNew(*init_args)`` from the file at ``path``, imported under a fresh module name."""
-    spec = importlib.util.spec_from_file_location(f"kgen_train_check_kernel_{next(_loaded)}", path)
-    if spec is None or spec.loader is None:
-        raise KgenUsageError(f"{path}: cannot be imported as a Python file")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """``ModelNew(*init_args)`` from the file at ``path``, imported as kgen imports candidates
+    (`backends.module_loading`); a file that does not import is a usage error naming why."""
+    from kgen.backends.module_loading import CandidateLoadError, load_module_from_file
+
+    try:
+        module = load_module_from_file(path, prefix="kgen_train_check_kernel")
+    except CandidateLoadError as exc:
+        raise KgenUsageError(str(exc)) from exc
     if not hasattr(module, "ModelNew"):
         raise KgenUsageError(f"{path}: defines no ModelNew")
     return module.ModelNew(*init_args)

@@ -36,6 +36,13 @@ def jitter_parameters(model: Any, seed: int) -> None:
             param.copy_((param.float() * (1 + sign.to(torch.float32) * 2.0**-8)).to(param.dtype))
 
 
+def next_token_loss(model: Any, ids: Any, loss_fn: Callable[[Any, Any], Any]) -> Any:
+    """``loss_fn`` of each position's logits against the next token: (tokens, vocab) rows and their targets."""
+    logits = model(input_ids=ids).logits
+    vocab = logits.shape[-1]
+    return loss_fn(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1))
+
+
 def train(model: Any, batches: list[Any], loss_fn: Callable[[Any, Any], Any], lr: float = 3e-3,
           on_step: Callable[[int], None] | None = None) -> RunResult:
     """Train ``model`` on ``batches`` (next-token prediction) with AdamW; one loss per batch.
@@ -47,9 +54,7 @@ def train(model: Any, batches: list[Any], loss_fn: Callable[[Any, Any], Any], lr
     for step, ids in enumerate(batches):
         if on_step is not None:
             on_step(step)
-        logits = model(input_ids=ids).logits
-        vocab = logits.shape[-1]
-        loss = loss_fn(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1))
+        loss = next_token_loss(model, ids, loss_fn)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -9,6 +9,7 @@ forward/backward pair both are kernels; SwiGLU's backward (no catalog kernel) an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -23,6 +24,37 @@ class Swap(BaseModel):
     replaced: str
     kernels: list[str]
     torch_part: str = ""
+
+
+def swiglu_gradients(gate: Any, up: Any, grad: Any) -> tuple[Any, Any]:
+    """The gradients of silu(gate) * up, in fp32, returned in ``grad``'s dtype: SwiGLU's backward
+    in torch (the catalog has no SwiGLU backward kernel), for the swap and for an exported op."""
+    import torch
+
+    gate, up, g = gate.float(), up.float(), grad.float()
+    sig = torch.sigmoid(gate)
+    return (g * up * sig * (1 + gate * (1 - sig))).to(grad.dtype), (g * gate * sig).to(grad.dtype)
+
+
+def replace_rmsnorms(model: Any, make: Callable[[Any], Any]) -> int:
+    """Every LlamaRMSNorm of ``model`` replaced by ``make(stock_module)``; how many there were."""
+    names = [name for name, module in model.named_modules() if type(module).__name__ == "LlamaRMSNorm"]
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        setattr(parent, child, make(getattr(parent, child)))
+    return len(names)
+
+
+def replace_swiglus(model: Any, swiglu: Callable[[Any, Any], Any]) -> int:
+    """Every LlamaMLP of ``model`` computing silu(gate) * up as ``swiglu(gate, up)`` (the projections'
+    outputs, as shaped); how many there were."""
+    mlps = [module for module in model.modules() if type(module).__name__ == "LlamaMLP"]
+    for mlp in mlps:
+        def mlp_forward(x: Any, mlp: Any = mlp) -> Any:
+            return mlp.down_proj(swiglu(mlp.gate_proj(x), mlp.up_proj(x)))
+        mlp.forward = mlp_forward
+    return len(mlps)
 
 
 def _functions() -> dict[str, Any]:
@@ -53,12 +85,7 @@ def _functions() -> dict[str, Any]:
 
         @staticmethod
         def backward(ctx: Any, grad: Any) -> Any:
-            gate, up = (t.float() for t in ctx.saved_tensors)
-            sig = torch.sigmoid(gate)
-            g = grad.float()
-            grad_gate = g * up * sig * (1 + gate * (1 - sig))
-            grad_up = g * gate * sig
-            return grad_gate.to(grad.dtype), grad_up.to(grad.dtype), None
+            return *swiglu_gradients(*ctx.saved_tensors, grad), None
 
     class EmbeddingFn(torch.autograd.Function):
         @staticmethod
@@ -117,17 +144,8 @@ def swap_kernels(model: Any, kernels: dict[str, Kernel], recorder: LiveCalls | N
         def forward(self, x: Any) -> Any:
             return fns["rmsnorm"].apply(x, self.weight, self.eps, rms_fwd, rms_bwd)
 
-    norms = [name for name, module in model.named_modules() if type(module).__name__ == "LlamaRMSNorm"]
-    for name in norms:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name)
-        setattr(parent, child, KernelRMSNorm(getattr(parent, child)))
-
-    mlps = [module for module in model.modules() if type(module).__name__ == "LlamaMLP"]
-    for mlp in mlps:
-        def mlp_forward(x: Any, mlp: Any = mlp) -> Any:
-            return mlp.down_proj(fns["swiglu"].apply(mlp.gate_proj(x), mlp.up_proj(x), swiglu))
-        mlp.forward = mlp_forward
+    norms = replace_rmsnorms(model, KernelRMSNorm)
+    mlps = replace_swiglus(model, lambda gate, up: fns["swiglu"].apply(gate, up, swiglu))
 
     embed = model.get_input_embeddings()
     embed.forward = lambda ids: fns["embedding"].apply(ids, embed.weight, emb_bwd)
@@ -139,9 +157,9 @@ def swap_kernels(model: Any, kernels: dict[str, Kernel], recorder: LiveCalls | N
         return [kernels[p].origin for p in problems]
 
     swaps = [
-        Swap(replaced=f"{len(norms)} LlamaRMSNorm modules", kernels=names("rmsnorm_forward", "rmsnorm_backward"),
+        Swap(replaced=f"{norms} LlamaRMSNorm modules", kernels=names("rmsnorm_forward", "rmsnorm_backward"),
              torch_part="rstd for the backward, recomputed in fp32"),
-        Swap(replaced=f"silu(gate) * up in {len(mlps)} LlamaMLP modules", kernels=names("swiglu"),
+        Swap(replaced=f"silu(gate) * up in {mlps} LlamaMLP modules", kernels=names("swiglu"),
              torch_part="the backward, in fp32"),
         Swap(replaced="the input embedding's backward", kernels=names("embedding_backward")),
         Swap(replaced="the loss (cross-entropy, mean over tokens)",
