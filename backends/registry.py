@@ -66,6 +66,10 @@ class BackendInfo(BaseModel):
     cache_env: str | None = None
     #: GPU vendors it compiles for (``HardwareTarget.vendor``)
     vendors: tuple[str, ...]
+    #: whether torch.compile can trace its launches into the graph (``torch.library.triton_op``
+    #: with ``wrap_triton``): `kgen export` then registers such a kernel so Inductor sees it,
+    #: and any other as an opaque custom op
+    compiler_traceable: bool = False
     #: the lowest compute capability it compiles for on NVIDIA (80 = Ampere), if any
     min_nvidia_arch: int | None = None
 
@@ -100,6 +104,7 @@ _BACKENDS: tuple[BackendInfo, ...] = (
         runs_on_cpu=True,
         cache_env="TRITON_CACHE_DIR",
         vendors=("nvidia", "amd"),
+        compiler_traceable=True,
     ),
 )
 

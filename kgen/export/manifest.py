@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field
 
 #: the file beside the runtime that lists the kernels
 MANIFEST_FILE = "manifest.json"
+#: an entry's ``registration`` (the runtime, which imports no kgen, spells the same two words)
+TRITON_OP, CUSTOM_OP = "triton_op", "custom_op"
 
 
 class InputSpec(BaseModel):
@@ -75,6 +77,11 @@ class KernelEntry(BaseModel):
     small_sizes: dict[str, int]
     #: the name of the paired backward kernel (``evals/problem/catalog.py`` paired_backward)
     backward: str | None = None
+    #: "triton_op": torch.compile traces the kernel's launches into its graph (Inductor sees the
+    #: Triton kernels); "custom_op": an opaque op (a backend torch cannot trace, or a kernel whose
+    #: Python wrapper did not trace when `kgen export` tried: ``registration_note`` says why)
+    registration: Literal["triton_op", "custom_op"] = "custom_op"
+    registration_note: str = ""
 
 
 class Manifest(BaseModel):

@@ -1,18 +1,27 @@
-"""The runtime of a package `kgen export` wrote: its kernels as PyTorch custom ops.
+"""The runtime of a package `kgen export` wrote: its kernels as PyTorch ops the compiler can see.
 
 This file is copied verbatim into every exported package (as ``_runtime.py``) and imports
-torch and the standard library only, never kgen: the package works where kgen is not
-installed. ``manifest.json`` beside it says what each kernel is (``kgen/export/manifest.py``
-writes it); this module turns each entry into
+torch, the standard library and (for Triton kernels) triton only, never kgen: the package
+works where kgen is not installed. ``manifest.json`` beside it says what each kernel is
+(``kgen/export/manifest.py`` writes it); this module turns each entry into
 
-* a custom op ``torch.ops.<namespace>.<name>`` (``torch.library.custom_op``) whose real
-  implementation runs the exported ``ModelNew`` and whose fake implementation runs the
-  problem's reference on the fake tensors: the reference is the one statement of the output's
-  shapes and dtypes for every input shape, so ``torch.compile(fullgraph=True)`` traces the op
-  without a graph break and never trusts a hand-written shape rule;
-* autograd (``torch.library.register_autograd``) where the package also holds the forward's
-  paired backward kernel: the backward problem's ``kgen_backward_inputs`` makes the backward
-  kernel's inputs, and its outputs are the gradients of the forward's floating-point inputs;
+* an op ``torch.ops.<namespace>.<name>`` registered one of two ways, as the manifest's
+  ``registration`` says (`kgen export` decided it by tracing the kernel, ``probe_traceable``):
+
+  - ``triton_op`` (``torch.library.triton_op``): a Triton kernel whose launches trace. Called
+    eagerly it runs the exported ``ModelNew`` and its raw launches; under ``torch.compile`` its
+    body is traced with every ``kernel[grid](...)`` recorded as a ``wrap_triton`` launch, so
+    Inductor sees the Triton kernels themselves, fuses the casts and views around them and pays
+    no opaque-op boundary. The traced body's output shapes and dtypes are checked against the
+    problem's reference on the same fake tensors: the reference stays the one statement of what
+    the op returns;
+  - ``custom_op`` (``torch.library.custom_op``): opaque to the compiler (CuTe DSL kernels, and
+    Triton kernels whose Python wrapper does something tracing cannot follow); its fake
+    implementation runs the problem's reference on the fake tensors, never a hand-written shape
+    rule;
+* autograd (``register_autograd``) where the package also holds the forward's paired backward
+  kernel: the backward problem's ``kgen_backward_inputs`` makes the backward kernel's inputs,
+  and its outputs are the gradients of the forward's floating-point inputs;
 * a plain function and an ``nn.Module`` wrapper.
 
 Every call checks what the verifier checked: each tensor input has the dtype and the number
@@ -21,16 +30,24 @@ silent cast), and inputs the verifier only gave in plain contiguous layout are m
 contiguous before the kernel sees them. Kernel and reference files are loaded only if their
 sha256 is the one exported: a file changed after export is refused at import
 (``TamperedKernelError``).
+
+Run as a script (``python _runtime.py --probe``) it prints, as JSON, whether each Triton kernel
+of the package traces: what `kgen export` asks before it writes the registration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import inspect
 import json
+import logging
 import sys
+import threading
 import types
-from collections.abc import Callable, Sequence
+import typing
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +57,8 @@ HERE = Path(__file__).resolve().parent
 MANIFEST_FILE = "manifest.json"
 #: an input's layout rule: made contiguous (the verifier gave only plain layouts) or passed as is
 CONTIGUOUS, AS_GIVEN = "contiguous", "as_given"
+#: how an op is registered (the manifest's ``registration``): traceable Triton, or opaque
+TRITON_OP, CUSTOM_OP = "triton_op", "custom_op"
 
 
 class TamperedKernelError(ImportError):
@@ -54,10 +73,10 @@ def manifest() -> dict[str, Any]:
     return json.loads((HERE / MANIFEST_FILE).read_text())
 
 
-def load_checked(relative: str, expected_sha256: str, module_name: str) -> types.ModuleType:
-    """Execute the file at ``relative`` (inside the package) as ``module_name`` once its sha256
-    is the exported one; ``TamperedKernelError`` names the file when it is not."""
-    path = HERE / relative
+def load_checked(relative: str, expected_sha256: str, module_name: str, root: Path = HERE) -> types.ModuleType:
+    """Execute the file at ``relative`` (inside the package folder ``root``) as ``module_name`` once
+    its sha256 is the exported one; ``TamperedKernelError`` names the file when it is not."""
+    path = root / relative
     found = sha256_of(path)
     if found != expected_sha256:
         raise TamperedKernelError(
@@ -73,16 +92,135 @@ def load_checked(relative: str, expected_sha256: str, module_name: str) -> types
     return module
 
 
+# --- Triton launches recorded while an op's body is traced --------------------------------------
+#
+# A kernel file launches its Triton kernels as ``kernel[grid](...)``, on real tensors. While
+# torch.compile traces a ``triton_op``'s body the tensors are fake, and a launch must instead be
+# recorded as ``wrap_triton(kernel)[grid](...)``, which is what lets Inductor see the kernel. The
+# exported file is never edited (its hash is the verified one), so the launch itself is redirected:
+# ``KernelInterface.__getitem__`` (every JIT, autotuned and interpreted Triton kernel) is wrapped
+# while at least one thread traces, and it redirects only in the thread that traces.
+
+_TRACING = threading.local()
+_PATCH_LOCK = threading.Lock()
+_PATCH_USERS = [0]
+_ORIGINAL_GETITEM: list[Any] = []
+#: the JIT twins of interpreted kernels, by the interpreted kernel's id (kept alive with it)
+_TWINS: dict[int, tuple[Any, Any]] = {}
+
+
+def _interpreted(kernel: Any) -> bool:
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return False
+    return isinstance(kernel, InterpretedFunction)
+
+
+def _twin(kernel: Any) -> Any:
+    """A ``JITFunction`` standing for an interpreted kernel (``TRITON_INTERPRET=1``, as CI runs):
+    torch records launches only of JIT kernels, and the twin, when the recorded launch runs,
+    hands it to the interpreter. It is traced like the GPU's kernel and runs on the CPU."""
+    if id(kernel) not in _TWINS:
+        from triton.runtime.jit import JITFunction
+
+        class InterpretedTwin(JITFunction):  # type: ignore[misc, valid-type]
+            def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+                return kernel.run(*args, grid=grid, warmup=warmup, **kwargs)
+
+        _TWINS[id(kernel)] = (kernel, InterpretedTwin(kernel.fn))
+        _quiet_mutation_analysis()
+    return _TWINS[id(kernel)][1]
+
+
+def _quiet_mutation_analysis() -> None:
+    """torch cannot analyse which arguments an interpreted kernel writes (there is no target to
+    compile it for), so it assumes every one, which is right, and logs a traceback per launch
+    saying so: that one message is dropped (a filter: torch's logging setup resets levels)."""
+    logger = logging.getLogger("torch._dynamo")  # the logger triton_kernel_wrap.py writes to
+    if not any(isinstance(f, _AssumedMutation) for f in logger.filters):
+        logger.addFilter(_AssumedMutation())
+
+
+class _AssumedMutation(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "assuming every input is mutated" not in record.getMessage()
+
+
+def _recorded(kernel: Any) -> Any:
+    """``kernel`` as a launch the tracer records, or None where torch records none of its kind."""
+    from torch._higher_order_ops.triton_kernel_wrap import TraceableTritonKernelWrapper
+    from torch._library.triton import is_wrap_triton_enabled
+    from torch.library import wrap_triton
+
+    if not is_wrap_triton_enabled():
+        return None
+    if _interpreted(kernel):
+        return TraceableTritonKernelWrapper(_twin(kernel), None, None)
+    wrapped = wrap_triton(kernel)
+    return None if wrapped is kernel else wrapped
+
+
+def _launch_getitem(self: Any, grid: Any) -> Any:
+    if getattr(_TRACING, "depth", 0) > 0:
+        recorded = _recorded(self)
+        if recorded is not None:
+            return recorded[grid]
+    return _ORIGINAL_GETITEM[0](self, grid)
+
+
+@contextlib.contextmanager
+def recorded_launches() -> Iterator[None]:
+    """Within it, this thread's ``kernel[grid](...)`` launches on traced tensors are recorded as
+    ``wrap_triton`` launches (eager launches on real tensors run as always)."""
+    from triton.runtime.jit import KernelInterface
+
+    with _PATCH_LOCK:
+        if _PATCH_USERS[0] == 0:
+            _ORIGINAL_GETITEM[:] = [KernelInterface.__getitem__]
+            KernelInterface.__getitem__ = _launch_getitem  # type: ignore[method-assign]
+        _PATCH_USERS[0] += 1
+    _TRACING.depth = getattr(_TRACING, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _TRACING.depth -= 1
+        with _PATCH_LOCK:
+            _PATCH_USERS[0] -= 1
+            if _PATCH_USERS[0] == 0:
+                KernelInterface.__getitem__ = _ORIGINAL_GETITEM[0]  # type: ignore[method-assign]
+
+
+def _traced(values: Sequence[Any]) -> bool:
+    """Whether these are a tracer's tensors (fake or functional), not real ones."""
+    from torch._subclasses.fake_tensor import FakeTensor, is_fake
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    return any(isinstance(v, (FakeTensor, FunctionalTensor)) or (isinstance(v, torch.Tensor) and is_fake(v))
+               for v in values)
+
+
+def _fake_only(values: Sequence[Any]) -> bool:
+    """Fake tensors that are not functional ones: shape propagation, where running the reference
+    adds nothing to a graph."""
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    return _traced(values) and not any(isinstance(v, FunctionalTensor) for v in values)
+
+
 class Kernel:
     """One exported kernel: its manifest entry, its kernel module and its reference module."""
 
-    def __init__(self, package: str, entry: dict[str, Any]) -> None:
+    def __init__(self, package: str, entry: dict[str, Any], root: Path = HERE) -> None:
         self.package = package
         self.entry = entry
         self.name: str = entry["name"]
-        self.kernel = load_checked(entry["kernel_file"], entry["kernel_sha256"], f"{package}._kernels.{self.name}")
+        self.kernel = load_checked(entry["kernel_file"], entry["kernel_sha256"], f"{package}._kernels.{self.name}",
+                                   root)
         self.reference = load_checked(entry["reference_file"], entry["reference_sha256"],
-                                      f"{package}._references.{self.name}")
+                                      f"{package}._references.{self.name}", root)
+        #: TRITON_OP or CUSTOM_OP: what `kgen export` found (packages older than the field: opaque)
+        self.registration: str = entry.get("registration", CUSTOM_OP)
         self.inputs: list[dict[str, Any]] = entry["inputs"]
         self.init: list[dict[str, Any]] = entry["init"]
         self._models: dict[tuple[Any, ...], torch.nn.Module] = {}
@@ -138,10 +276,37 @@ class Kernel:
         return self.check(args[: self.n_inputs]), tuple(args[self.n_inputs:])
 
     def run(self, *args: Any) -> Any:
-        """The real implementation: the exported kernel on checked inputs; fresh outputs."""
+        """The exported kernel on checked inputs; fresh outputs. On a tracer's tensors (a
+        ``triton_op``'s body under torch.compile) its launches are recorded, not run, and the
+        outputs' shapes and dtypes must be the reference's on the same fake tensors."""
         inputs, init = self.split(args)
-        out = self.model(init)(*inputs)
+        if not _traced(inputs):
+            return _fresh(self.model(init)(*inputs), inputs)
+        with recorded_launches():
+            out = self.model(init)(*inputs)
+        if _fake_only(inputs):
+            self._check_like_reference(out, inputs, init)
         return _fresh(out, inputs)
+
+    def _check_like_reference(self, out: Any, inputs: Sequence[Any], init: tuple[Any, ...]) -> None:
+        """The traced outputs' shapes and dtypes against the reference's on the same fake inputs."""
+        got, want = _as_list(out), _as_list(self.fake(*inputs, *init))
+        found = [(tuple(t.shape), t.dtype) for t in got]
+        expected = [(tuple(t.shape), t.dtype) for t in want]
+        if found != expected:
+            raise RuntimeError(f"{self.qualified}: the kernel returns {found} where its problem's reference "
+                               f"returns {expected}")
+
+    def signature(self) -> inspect.Signature:
+        """The op's Python signature, as ``triton_op`` reads the schema from it: the same schema
+        as ``schema()``."""
+        kinds = {"Tensor": torch.Tensor, "float": float, "int": int, "bool": bool}
+        names = [(spec["name"], _schema_type(spec)) for spec in self.inputs]
+        names += [(spec["name"], spec["type"]) for spec in self.init]
+        params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kinds[t]) for n, t in names]
+        outputs = self.entry["outputs"]
+        returned = torch.Tensor if outputs == 1 else typing.Tuple[(torch.Tensor,) * outputs]  # noqa: UP006
+        return inspect.Signature(params, return_annotation=returned)
 
     def fake(self, *args: Any) -> Any:
         """The fake implementation: the reference on the fake inputs gives shapes and dtypes."""
@@ -157,13 +322,13 @@ def _schema_type(spec: dict[str, Any]) -> str:
 
 
 def _fresh(out: Any, inputs: Sequence[Any]) -> Any:
-    """Outputs as new contiguous tensors: a custom op may not return its inputs' storage, and
-    its fake implementation promises contiguous outputs."""
-    storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+    """Outputs as new contiguous tensors: an op may not return its inputs' storage, and its fake
+    implementation promises contiguous outputs (``_is_alias_of`` also answers for fake tensors)."""
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
 
     def one(t: torch.Tensor) -> torch.Tensor:
         t = t.contiguous()
-        return t.clone() if t.untyped_storage().data_ptr() in storages else t
+        return t.clone() if any(torch._C._is_alias_of(t, i) for i in tensors) else t
 
     if isinstance(out, (tuple, list)):
         return tuple(one(t) for t in out)
@@ -187,8 +352,16 @@ class Package:
                 self._register_autograd(kernel, self.kernels[backward])
 
     def _register(self, kernel: Kernel) -> None:
-        op = torch.library.custom_op(f"{self.namespace}::{kernel.name}", kernel.run, mutates_args=(),
-                                     schema=kernel.schema())
+        name = f"{self.namespace}::{kernel.name}"
+        if kernel.registration == TRITON_OP and hasattr(torch.library, "triton_op"):
+            def body(*args: Any) -> Any:
+                return kernel.run(*args)
+
+            body.__signature__ = kernel.signature()  # type: ignore[attr-defined]
+            body.__name__ = body.__qualname__ = kernel.name
+            self.ops[kernel.name] = torch.library.triton_op(name, body, mutates_args=())
+            return
+        op = torch.library.custom_op(name, kernel.run, mutates_args=(), schema=kernel.schema())
         op.register_fake(kernel.fake)
         self.ops[kernel.name] = op
 
@@ -322,3 +495,39 @@ def check_gradients(package: Package, name: str, seed: int, device: str = "cpu")
         assert error <= tolerance, f"{name} gradient {i}: rel-L2 {error:.3g} > {tolerance:.3g}"
         errors.append(error)
     return errors
+
+
+def probe_traceable(kernel: Kernel, device: str) -> str:
+    """"" when torch.compile can trace ``kernel``'s op, else why not, in one line: its body traced
+    by ``make_fx`` over fake tensors at the problem's small sizes, every launch recorded as a
+    ``wrap_triton`` launch, at least one launch seen, and the reference's shapes and dtypes
+    returned. The kernel passed kgen's verifier already; this asks only whether its Python
+    wrapper does something a tracer cannot follow (``data_ptr()``, ``.item()``, NumPy)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    inputs, init = _small_inputs(kernel, 0, device)
+
+    def body(*values: Any) -> Any:
+        return kernel.run(*values, *init)
+
+    try:
+        graph = make_fx(body, tracing_mode="fake")(*inputs)
+    except Exception as exc:  # noqa: BLE001 - any failure to trace is the answer, in words
+        text = " ".join(str(exc).split())
+        return f"its launch does not trace: {type(exc).__name__}: {text[:300]}"
+    launches = sum(1 for node in graph.graph.nodes if "triton_kernel_wrapper" in str(node.target))
+    return "" if launches else "no Triton launch was recorded while tracing it"
+
+
+def _probe_package() -> dict[str, str]:
+    """Each kernel the manifest registers as a ``triton_op``: "" where it traces, else why not."""
+    found = manifest()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return {entry["name"]: probe_traceable(Kernel(found["package"], entry), device)
+            for entry in found["kernels"] if entry.get("registration") == TRITON_OP}
+
+
+if __name__ == "__main__":  # `kgen export` asks: python _runtime.py --probe
+    if sys.argv[1:] != ["--probe"]:
+        raise SystemExit("usage: python _runtime.py --probe")
+    print(json.dumps(_probe_package()))

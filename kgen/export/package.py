@@ -21,17 +21,21 @@ import hashlib
 import json
 import keyword
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from kgen.backends.registry import backend_info
 from kgen.core.version import __version__
 from kgen.evals.problem.catalog import paired_backward, resolve_problem
-from kgen.export.manifest import MANIFEST_FILE, KernelEntry, Manifest
+from kgen.export.manifest import CUSTOM_OP, MANIFEST_FILE, TRITON_OP, KernelEntry, Manifest
 from kgen.export.problem_signature import ExportError, read_signature
 from kgen.export.sources import Exportable
 
 RUNTIME_SOURCE = Path(__file__).resolve().parent / "op_runtime.py"
+#: seconds the trace probe of one package may take (it compiles nothing; tracing is seconds)
+PROBE_TIMEOUT_S = 300
 #: a package name: a Python identifier, lower case (it is also the torch.library namespace's tail)
 NAME_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -54,6 +58,7 @@ def _entry(kernel: Exportable, package_dir: Path) -> KernelEntry:
     (package_dir / kernel_file).write_bytes(kernel.kernel_path.read_bytes())
     (package_dir / reference_file).write_bytes(kernel.problem_path.read_bytes())
     info = info_signature.info
+    traceable = backend_info(kernel.backend).compiler_traceable
     return KernelEntry(
         name=name, problem=info.name, description=info.description or info.name, kind=info.kind,
         backend=kernel.backend, target=kernel.target, verdict=kernel.verdict, evidence=kernel.evidence,
@@ -62,7 +67,29 @@ def _entry(kernel: Exportable, package_dir: Path) -> KernelEntry:
         reference_file=reference_file, reference_sha256=_sha256(package_dir / reference_file),
         inputs=info_signature.inputs, init=info_signature.init, outputs=len(info_signature.output_dtypes),
         tolerances=info_signature.tolerances(), small_sizes=info_signature.small_sizes,
+        registration=TRITON_OP if traceable else CUSTOM_OP,
+        registration_note="" if traceable else f"{backend_info(kernel.backend).label} kernels are opaque to torch.compile",
     )
+
+
+def _probe_registrations(manifest: Manifest, package_dir: Path) -> None:
+    """Ask the written package's runtime whether each would-be ``triton_op`` traces (in a child
+    process: the kernel's module runs there, not in kgen); one that does not, or a probe that
+    cannot answer, is registered as an opaque ``custom_op`` with the reason."""
+    candidates = [e for e in manifest.kernels if e.registration == TRITON_OP]
+    if not candidates:
+        return
+    try:
+        done = subprocess.run([sys.executable, str(package_dir / "_runtime.py"), "--probe"], cwd=package_dir,
+                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        answers = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+        failure = "" if answers is not None else (done.stderr.strip().splitlines() or ["no output"])[-1]
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        answers, failure = None, f"{type(exc).__name__}"
+    for entry in candidates:
+        reason = answers.get(entry.name, "not probed") if answers is not None else f"the trace probe failed: {failure}"
+        if reason:
+            entry.registration, entry.registration_note = CUSTOM_OP, reason
 
 
 def _pair(entries: list[KernelEntry]) -> None:
@@ -185,6 +212,8 @@ def write_package(kernels: list[Exportable], out: Path, name: str) -> Manifest:
                         exported_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), kernels=entries)
     (package_dir / MANIFEST_FILE).write_text(manifest.model_dump_json(indent=1))
     (package_dir / "_runtime.py").write_bytes(RUNTIME_SOURCE.read_bytes())
+    _probe_registrations(manifest, package_dir)
+    (package_dir / MANIFEST_FILE).write_text(manifest.model_dump_json(indent=1))
     (package_dir / "__init__.py").write_text(_init_text(manifest))
     (out / "tests" / f"test_{name}.py").write_text(_test_text(manifest))
     (out / "pyproject.toml").write_text(_pyproject_text(manifest))

@@ -1,7 +1,9 @@
 """`kgen export`'s package (kgen/export/package.py, op_runtime.py): seeds exported, imported from
 the folder (no pip), run on CPU tensors in Triton's interpreter against the problems' references;
-torch.compile(fullgraph=True) traces them; autograd through the rmsnorm and cross-entropy pairs;
-the package's own pytest file passes; a kernel file changed after export is refused at import."""
+torch.compile(fullgraph=True) traces them, and sees their Triton kernels (``triton_op``) where
+the kernel's wrapper traces, an opaque op where it does not; autograd through the rmsnorm and
+cross-entropy pairs, compiled too; the package's own pytest file passes; a kernel file changed
+after export is refused at import."""
 
 from __future__ import annotations
 
@@ -213,3 +215,127 @@ def test_two_kernels_for_one_problem_or_a_bad_name_are_refused(tmp_path):
         write_package(kernels * 2, tmp_path / "a", "twice")
     with pytest.raises(ExportError, match="no package name"):
         write_package(kernels, tmp_path / "b", "Bad-Name")
+
+
+def _graphs(fn, *args):
+    """``fn`` compiled by torch.compile (fullgraph) with AOTAutograd as Inductor sees it; the
+    forward and backward graphs' node targets, as text, and the compiled result."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    seen: list[list[str]] = []
+
+    def keep(graph, _inputs):
+        seen.append([str(node.target) for node in graph.graph.nodes])
+        return make_boxed_func(graph)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, backend=aot_autograd(fw_compiler=keep, bw_compiler=keep))
+    return compiled(*args), seen
+
+
+def test_every_seed_is_registered_so_the_compiler_sees_its_triton_kernels(package):
+    module, out = package
+    import json
+
+    manifest = json.loads((out / PACKAGE / "manifest.json").read_text())
+    assert {e["name"]: e["registration"] for e in manifest["kernels"]} == dict.fromkeys(PROBLEMS, "triton_op")
+    torch.manual_seed(7)
+    x, weight = torch.randn(9, 40, dtype=torch.bfloat16), (1 + 0.1 * torch.randn(40)).to(torch.bfloat16)
+    got, graphs = _graphs(lambda a, w: module.rmsnorm_forward(a * 2, w).float().sum(dim=-1), x, weight)
+    (forward,) = graphs
+    # the op's body is traced: its Triton launch is a node of the graph, the opaque op is not
+    assert any("triton_kernel_wrapper_functional" in t for t in forward), forward
+    assert not any(f"kgen_{PACKAGE}" in t for t in forward), forward
+    want = module.rmsnorm_forward(x * 2, weight).float().sum(dim=-1)
+    assert torch.equal(got, want)
+
+
+def test_autograd_through_a_pair_compiles_with_both_kernels_in_the_graphs(package):
+    module, _ = package
+    torch.manual_seed(8)
+    x = torch.randn(6, 32, dtype=torch.bfloat16, requires_grad=True)
+    weight = (1 + 0.1 * torch.randn(32)).to(torch.bfloat16).requires_grad_()
+
+    def loss(a, w):
+        return (module.rmsnorm_forward(a, w).float() ** 2).sum()
+
+    value, graphs = _graphs(loss, x, weight)
+    got = torch.autograd.grad(value, (x, weight))
+    assert len(graphs) == 2 and all(any("triton_kernel_wrapper" in t for t in g) for g in graphs), graphs
+    want = torch.autograd.grad(loss(x, weight), (x, weight))
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+
+
+def _exportable_file(tmp_path: Path, problem: str, source: str):
+    """A kernel file for ``problem`` that the exporter takes as verified (its eval.json says passed):
+    the registration probe, not the verdict, is what these tests are about."""
+    from kgen.export.sources import Exportable
+    from kgen.knowledge_base.code_hash import normalised_code_hash
+
+    folder = tmp_path / "cand"
+    folder.mkdir()
+    path = folder / f"{problem}.py"
+    path.write_text(source)
+    info = resolve_problem(problem)
+    return Exportable(source=str(path), problem=info.name, problem_path=info.path, backend="triton",
+                      verdict="passed", speed="not timed", kernel_path=path, evidence="test",
+                      code_hash=normalised_code_hash(source))
+
+
+_SWIGLU_HEAD = """
+import torch, torch.nn as nn, triton, triton.language as tl
+
+@triton.jit
+def _k(g_ptr, u_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    g = tl.load(g_ptr + offs, mask=m).to(tl.float32)
+    u = tl.load(u_ptr + offs, mask=m).to(tl.float32)
+    tl.store(o_ptr + offs, (g * tl.sigmoid(g) * u).to(o_ptr.dtype.element_ty), mask=m)
+"""
+
+
+@pytest.mark.parametrize(("name", "body", "why"), [
+    ("host_read", """
+class ModelNew(nn.Module):
+    def forward(self, gate, up):
+        out = torch.empty_like(gate)
+        n = gate.numel()
+        if float(gate.abs().max()) > 1e30:  # a host read: no fake tensor has a value
+            raise ValueError("overflow")
+        _k[(triton.cdiv(n, 256),)](gate, up, out, n, BLOCK=256)
+        return out
+""", "its launch does not trace"),
+    ("wrong_shape", """
+class ModelNew(nn.Module):
+    def forward(self, gate, up):
+        out = torch.empty_like(gate)
+        n = gate.numel()
+        _k[(triton.cdiv(n, 256),)](gate, up, out, n, BLOCK=256)
+        return out.view(-1)  # flattened: not the reference's shape
+""", "where its problem's reference returns"),
+], ids=["host_read", "wrong_shape"])
+def test_a_kernel_whose_wrapper_does_not_trace_is_an_opaque_op_that_still_compiles(tmp_path, name, body, why):
+    kernel = _exportable_file(tmp_path, "swiglu", _SWIGLU_HEAD + body)
+    manifest = write_package([kernel], tmp_path / "out", f"opaque_{name}")
+    (entry,) = manifest.kernels
+    assert entry.registration == "custom_op" and why in entry.registration_note, entry.registration_note
+    if name == "wrong_shape":
+        return  # a verified kernel never returns another shape; this one only shows the probe says so
+    sys.path.insert(0, str(tmp_path / "out"))
+    try:
+        module = importlib.import_module(f"opaque_{name}")
+    finally:
+        sys.path.remove(str(tmp_path / "out"))
+    gate, up = torch.randn(5, 16, dtype=torch.bfloat16), torch.randn(5, 16, dtype=torch.bfloat16)
+    got, graphs = _graphs(lambda g, u: module.swiglu(g, u) * 2, gate, up)
+    assert any(f"kgen_opaque_{name}" in t for t in graphs[0]), graphs  # the op, opaque, in the graph
+    assert torch.equal(got, module.swiglu(gate, up) * 2)
+
+
+def test_a_backend_torch_cannot_trace_is_registered_as_an_opaque_op_without_a_probe():
+    from kgen.backends.registry import backend_info
+
+    assert backend_info("triton").compiler_traceable and not backend_info("cute").compiler_traceable
