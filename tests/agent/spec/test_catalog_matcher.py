@@ -162,9 +162,11 @@ def test_shape_hints_that_do_not_fit_are_ignored_with_a_note():
 
 
 def test_unused_words_are_noted_so_a_near_miss_is_visible():
-    spec = parse_request("rmsnorm with residual add on h100")
+    spec = parse_request("rmsnorm with dropout on h100")
     assert spec.problem == "rmsnorm_forward"
-    assert "words not used to choose rmsnorm_forward: residual, add" in spec.notes
+    assert "words not used to choose rmsnorm_forward: dropout" in spec.notes
+    # the words a request uses to say the fused seam now name it
+    assert parse_request("rmsnorm with residual add on h100").problem == "fused_add_rmsnorm_forward"
 
 
 def test_problem_file_supplies_the_operation(tmp_path):
