@@ -59,6 +59,7 @@ class RejectionClass(str, Enum):
     LAYOUT_BLINDNESS = "layout_blindness"  # wrong on the problem's own strided inputs, right on contiguous copies
     CHECKER_DETECTION = "checker_detection"  # right while instrumented, wrong in an uninstrumented call
     OUTPUT_ALIASES_INPUT = "output_aliases_input"  # an output shares storage with an argument
+    OUTPUT_ALIASES_OUTPUT = "output_aliases_output"  # two outputs share storage where the reference's do not
     STATE_MUTATION = "state_mutation"  # forward changed module or candidate state the reference leaves alone
     STALE_WEIGHTS = "stale_weights"  # wrong once the weights change: a copy of them was taken earlier
     ENVIRONMENT_DEPENDENT = "environment_dependent"  # wrong when only the clock (or environment) differs

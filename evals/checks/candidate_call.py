@@ -56,6 +56,8 @@ class CallEvidence:
     host_reads: int = 0
     #: output index -> argument index whose storage it shares
     aliased_outputs: dict[int, int] = field(default_factory=dict)
+    #: output index -> an earlier output it shares storage with
+    shared_outputs: dict[int, int] = field(default_factory=dict)
     #: one line per allocation the call wrote past the end of
     overruns: list[str] = field(default_factory=list)
     #: output index -> why it is not a plain tensor (a subclass, sparse, nested, meta): such
@@ -134,6 +136,16 @@ def shares_storage(a: Any, b: Any) -> bool:
         isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() > 0 and b.numel() > 0
         and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     )
+
+
+def shared_outputs(outputs: Sequence[Any]) -> dict[int, int]:
+    """output index -> index of an earlier output whose storage it shares (a view of it, or itself)."""
+    found = {}
+    for i, out in enumerate(outputs):
+        j = next((j for j in range(i) if shares_storage(out, outputs[j])), None)
+        if j is not None:
+            found[i] = j
+    return found
 
 
 def aliased_outputs(outputs: Sequence[Any], args: Sequence[Any]) -> dict[int, int]:
@@ -254,6 +266,7 @@ def call_candidate(
         if isinstance(before, torch.Tensor) and not same_values(before, after)
     ]
     evidence.aliased_outputs = aliased_outputs(outputs, args)
+    evidence.shared_outputs = shared_outputs(outputs)
     evidence.overruns = _describe_overruns(allocations, outputs)
     allocations.clear()
     return evidence

@@ -47,7 +47,13 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from kgen.evals.checks.candidate_call import aliased_outputs, clone_value, same_outputs, same_values
+from kgen.evals.checks.candidate_call import (
+    aliased_outputs,
+    clone_value,
+    same_outputs,
+    same_values,
+    shared_outputs,
+)
 from kgen.evals.checks.clock import shifted_clock
 from kgen.evals.checks.compare import ComparisonFailure, check_structure, outputs_failure
 from kgen.evals.checks.kept_outputs import KeptOutputs
@@ -180,7 +186,7 @@ def run_call_sequence(ctx: VerifierContext, problem: Any, seed: int) -> Sequence
             if name == "weights" and not _right_in_a_new_module(ctx, problem, seed, reference, saved, ref64):
                 name = "as_wrong_new"  # as wrong in a module built with these weights: no stale copy
             raise Rejected(*_name(name, failure, what))
-        check_aliases(ctx, aliased_outputs(outputs, args), what)
+        check_aliases(ctx, aliased_outputs(outputs, args), what, shared_outputs(outputs))
         changed = changed_state(before, candidate, globals_of)
         if changed and not reference_changes:
             raise Rejected(

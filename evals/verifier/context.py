@@ -87,6 +87,8 @@ class VerifierContext:
     previous_outputs: list[Any] = field(default_factory=list)
     #: outputs the reference itself returns as views of an input (the candidate may too)
     reference_aliases: set[int] = field(default_factory=set)
+    #: the reference's outputs that share storage with an earlier one of its outputs
+    reference_shared: set[int] = field(default_factory=set)
     #: how the reference's weights were loaded into the candidate last (``module_state``)
     transfer: WeightTransfer | None = None
     #: the worst error over tolerance among the passed trials

@@ -115,8 +115,9 @@ def models(
 
 def references(ctx: VerifierContext, reference: Any, inputs: list[Any]) -> tuple[list[Any], list[Any]]:
     """The reference's outputs in the problem's own dtypes and in fp64; ``ctx.reference_aliases``
-    names the outputs that share storage with an input (a view the candidate may return too)."""
-    from kgen.evals.checks.candidate_call import aliased_outputs
+    names the outputs that share storage with an input (a view the candidate may return too), and
+    ``ctx.reference_shared`` those that share it with another of its outputs."""
+    from kgen.evals.checks.candidate_call import aliased_outputs, shared_outputs
     from kgen.evals.problem.layout import copy_inputs
 
     where = ctx.memory.reference_device(ctx.sizes_now)
@@ -128,6 +129,7 @@ def references(ctx: VerifierContext, reference: Any, inputs: list[Any]) -> tuple
         args = copy_inputs(inputs, where if on_host else None)
         native = flatten_outputs(model(*args))
         ctx.reference_aliases = set(aliased_outputs(native, args))
+        ctx.reference_shared = set(shared_outputs(native))
         del args
         ref64 = flatten_outputs(
             copy.deepcopy(model).double()(*[to_device(ctx, x, upcast=True, device=where) for x in inputs])

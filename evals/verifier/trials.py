@@ -101,7 +101,7 @@ def trial(ctx: VerifierContext, problem: LoadedProblem, seed: int, distribution:
             "reference on TF32-rounded operands does)"
         )
     # Judged now that the reference's own aliases (a view it returns) are known.
-    check_aliases(ctx, before.aliased_outputs, what + ", before the reference")
+    check_aliases(ctx, before.aliased_outputs, what + ", before the reference", before.shared_outputs)
     after = watched_call(ctx, candidate, inputs, native, what + ", after the reference")
     shared = [
         i for i, (a, b) in enumerate(zip(before.outputs, after.outputs, strict=False))

@@ -101,8 +101,10 @@ def raise_if_cpu_fallback(ctx: VerifierContext, what: str) -> None:
         )
 
 
-def check_aliases(ctx: VerifierContext, aliased: dict[int, int], what: str) -> None:
-    """An output sharing storage with an input, where the reference's own output does not."""
+def check_aliases(ctx: VerifierContext, aliased: dict[int, int], what: str,
+                  shared: dict[int, int] | None = None) -> None:
+    """An output sharing storage with an input, or with another output, where the reference's own
+    output does not."""
     own = {i: j for i, j in aliased.items() if i not in ctx.reference_aliases}
     if own:
         i, j = next(iter(own.items()))
@@ -110,6 +112,14 @@ def check_aliases(ctx: VerifierContext, aliased: dict[int, int], what: str) -> N
             RejectionClass.OUTPUT_ALIASES_INPUT,
             f"output {i} shares storage with input {j} (the reference returns a new tensor): a caller "
             f"that writes to one corrupts the other ({what})",
+        )
+    twins = {i: j for i, j in (shared or {}).items() if i not in ctx.reference_shared}
+    if twins:
+        i, j = next(iter(twins.items()))
+        raise Rejected(
+            RejectionClass.OUTPUT_ALIASES_OUTPUT,
+            f"output {i} shares storage with output {j} (the reference returns separate tensors): a caller "
+            f"that writes to one, or an optimizer that updates in place, corrupts the other ({what})",
         )
 
 
@@ -181,5 +191,5 @@ def watched_call(ctx: VerifierContext, candidate: Any, inputs: list[Any], poison
             f"wrote past the end of a buffer it allocated: {'; '.join(evidence.overruns)} ({what})",
         )
     if aliases and execute:
-        check_aliases(ctx, evidence.aliased_outputs, what)
+        check_aliases(ctx, evidence.aliased_outputs, what, evidence.shared_outputs)
     return evidence
