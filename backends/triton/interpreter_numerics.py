@@ -137,13 +137,15 @@ def _hardware_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_n
 
 
 def _f32_to_bf16(src: Any, dst_type: Any) -> Any | None:
-    """The handle of an fp32 -> bf16 cast rounded to nearest even, or None for other casts."""
+    """The handle of an fp32 (or fp64) -> bf16 cast rounded to nearest even, or None for other
+    casts. fp64 goes through fp32 first, as Triton lowers it: the interpreter's own cast would
+    reinterpret the fp64 value's bits (1.73 became 9.2e-41, negatives NaN patterns)."""
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
 
-    if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+    if src.dtype.scalar not in (tl.float32, tl.float64) or dst_type.scalar != tl.bfloat16:
         return None
-    return TensorHandle(f32_to_bf16_bits(np.asarray(src.data, dtype=np.float32)), dst_type.scalar)
+    return TensorHandle(f32_to_bf16_bits(np.asarray(src.data).astype(np.float32)), dst_type.scalar)
 
 
 def _rounding_cast(self: Any, src: Any, dst_type: Any) -> Any:

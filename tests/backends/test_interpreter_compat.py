@@ -405,6 +405,25 @@ def test_fp32_to_bf16_rounds_to_nearest_even_as_a_gpu_does():
 
 
 @triton.jit
+def _f64_to_bf16(x_ptr, cast_ptr, stored_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs).to(tl.float64)
+    tl.store(cast_ptr + offs, x.to(tl.bfloat16))
+    tl.store(stored_ptr + offs, x)  # the store's own cast
+
+
+def test_fp64_to_bf16_is_a_value_cast_not_a_bit_reinterpretation():
+    """The interpreter's own fp64 -> bf16 cast kept the fp64 bits' top half (1.73 came out as
+    9.2e-41, negative numbers as NaN patterns): a correct kernel summing in fp64 was rejected as
+    nan_or_inf. It rounds through fp32, as Triton lowers the cast."""
+    x = torch.tensor([1.73, -2.5, 1e-3, -7.0e4, 0.0, 3.0e38, 1.0 + 2.0**-8, -(1.0 + 3 * 2.0**-8)], dtype=torch.float32)
+    cast, stored = torch.empty(8, dtype=torch.bfloat16), torch.empty(8, dtype=torch.bfloat16)
+    _f64_to_bf16[(1,)](x, cast, stored, 8)
+    expected = x.double().float().to(torch.bfloat16)
+    assert torch.equal(cast, expected) and torch.equal(stored, expected)
+
+
+@triton.jit
 def _gelu_tanh(x_ptr, y_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
     x = tl.load(x_ptr + offs)
