@@ -322,13 +322,17 @@ def _schema_type(spec: dict[str, Any]) -> str:
 
 
 def _fresh(out: Any, inputs: Sequence[Any]) -> Any:
-    """Outputs as new contiguous tensors: an op may not return its inputs' storage, and its fake
-    implementation promises contiguous outputs (``_is_alias_of`` also answers for fake tensors)."""
-    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    """Outputs as new contiguous tensors: an op may return neither its inputs' storage nor one
+    storage twice, and its fake implementation promises contiguous outputs (``_is_alias_of``
+    also answers for fake tensors)."""
+    taken = [t for t in inputs if isinstance(t, torch.Tensor)]
 
     def one(t: torch.Tensor) -> torch.Tensor:
         t = t.contiguous()
-        return t.clone() if any(torch._C._is_alias_of(t, i) for i in tensors) else t
+        if any(torch._C._is_alias_of(t, other) for other in taken):
+            t = t.clone()
+        taken.append(t)
+        return t
 
     if isinstance(out, (tuple, list)):
         return tuple(one(t) for t in out)
