@@ -27,14 +27,22 @@ def train_check_command(
         "--export", metavar="PKG", help="A package `kgen export --out PKG` wrote (or its package folder): its ops "
         "serve the problems it holds, called as torch.ops.kgen_NAME.<problem> with the package's own checks; "
         "--kernels files and the seed kernels serve the rest.")] = None,
+    fused: Annotated[bool, typer.Option("--fused", help="Swap in the fused seams too: each block's residual add + "
+                                        "RMSNorm (fused_add_rmsnorm_forward.py, fused_add_rmsnorm_backward.py) and the "
+                                        "LM head + loss (fused_linear_cross_entropy.py, which then serves the loss).")
+                     ] = False,
     steps: Annotated[int, typer.Option("--steps", help="Training steps of each run.")] = 12,
-    size: Annotated[str, typer.Option("--size", help="Model size: tiny (CPU), small or 100m (GPU).")] = "tiny",
+    size: Annotated[str, typer.Option("--size", help="Model size: tiny (CPU), small, 100m or 1b (GPU).")] = "tiny",
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")] = "auto",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the initialisation and the token stream.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", metavar="FILE.svg", help="Also draw the loss curves and "
                                               "each run's gap to stock inside the allowed band, as an SVG picture."
                                               )] = None,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="FILE.md", help="Also compile a training step "
+                                                 "of stock and of the kernels (torch.compile), time them and write "
+                                                 "where each step's time goes (torch.profiler: milliseconds and "
+                                                 "launches per step by kind of kernel) as a markdown table.")] = None,
 ) -> None:
     """Train a Llama-architecture model (random init, built locally) stock and with kgen's kernels swapped in.
 
@@ -47,16 +55,19 @@ def train_check_command(
       kgen train-check --kernels my_kernels/ --size small --device cuda --json
 
       kgen export RUN --out rmsnorm_pkg --name rmsnorm_ops && kgen train-check --export rmsnorm_pkg
+
+      kgen train-check --fused --size 100m --device cuda --profile step.md
     """
     from kgen.backends.device import resolve_device
     from kgen.train_check.check import check_arguments  # imports neither torch nor triton
 
     try:
-        check_arguments(size, steps, kernels, export)
+        check_arguments(size, steps, kernels, export, fused)
     except KgenUsageError as exc:
         fail_usage(str(exc))
-    if plot is not None and not plot.parent.is_dir():
-        fail_usage(f"--plot {plot}: no folder {plot.parent} to write it in")
+    for flag, path in (("--plot", plot), ("--profile", profile)):
+        if path is not None and not path.parent.is_dir():
+            fail_usage(f"{flag} {path}: no folder {path.parent} to write it in")
     try:
         where = resolve_device(device)  # type: ignore[arg-type]
         if not where.is_gpu:
@@ -65,7 +76,7 @@ def train_check_command(
         from kgen.train_check.report import text_report
 
         result = run_check(kernels=kernels, steps=steps, size=size, device="cuda" if where.is_gpu else "cpu",
-                           seed=seed, export=export)
+                           seed=seed, export=export, fused=fused)
     except KgenUsageError as exc:
         fail_usage(str(exc))
     print_text(result.model_dump_json(indent=2) if as_json else text_report(result))
@@ -73,5 +84,16 @@ def train_check_command(
         from kgen.train_check.report import curves_picture
 
         plot.write_text(curves_picture(result))
+        typer.echo(f"loss curves: {plot}", err=as_json)  # --json keeps standard output one JSON document
+    if profile is not None:
+        from kgen.train_check.check import model_size
+        from kgen.train_check.profile_check import profile_check
+
+        # Inductor on a GPU; on a CPU the kernels run in Triton's interpreter, which only aot_eager can call
+        found = profile_check(model_size(size)[1], "cuda" if where.is_gpu else "cpu", kernels, export, fused,
+                              backend="inductor" if where.is_gpu else "aot_eager", seed=seed)
+        profile.write_text(found.markdown())
+        typer.echo(f"profile of the compiled step: {profile} (stock {found.step_seconds['stock compiled']:.4f} s, "
+                   f"kernels {found.step_seconds['kernels compiled']:.4f} s a step)", err=as_json)
     codes = {"agree": SUCCESS, "disagree": NOT_VERIFIED, "inconclusive": NO_MODEL_CODE_OR_INCONCLUSIVE}
     raise typer.Exit(codes[result.verdict])

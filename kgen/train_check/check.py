@@ -9,9 +9,9 @@ from pydantic import BaseModel
 
 from kgen.errors import KgenUsageError
 from kgen.train_check.compare import DEFAULT_FACTOR, Band, module_drift, noise_band, steps_outside
-from kgen.train_check.kernels import choose_kernels, kernel_files, package_folder
+from kgen.train_check.kernels import choose_kernels, kernel_files, package_folder, prepare_process
 from kgen.train_check.live_calls import LiveCalls
-from kgen.train_check.loop import RunResult, jitter_parameters, train
+from kgen.train_check.loop import RunResult, jitter_parameters, logits_loss, train
 from kgen.train_check.model import SIZES, ModelSize, build_model
 from kgen.train_check.op_check import OpCheck, check_calls
 from kgen.train_check.report import TrainCheckResult
@@ -27,7 +27,7 @@ def stock_run(size: ModelSize, steps: int, seed: int, device: str, jitter_seed: 
     model = build_model(size, seed, device)
     if jitter_seed is not None:
         jitter_parameters(model, jitter_seed)
-    return train(model, token_batches(size.vocab, size.batch, size.seq, steps, seed, device), stock_loss)
+    return train(model, token_batches(size.vocab, size.batch, size.seq, steps, seed, device), logits_loss(stock_loss))
 
 
 class Stock(BaseModel):
@@ -62,23 +62,24 @@ def stock_runs(size: ModelSize, steps: int, seed: int, device: str, factor: floa
     return stock
 
 
-def model_size(size: str | ModelSize) -> tuple[str, ModelSize]:
-    """A size's name and shape: a name of `SIZES`, or a `ModelSize` (the tests use smaller ones)."""
+def model_size(size: str | ModelSize, flag: str = "--size") -> tuple[str, ModelSize]:
+    """A size's name and shape: a name of `SIZES`, or a `ModelSize` (the tests use smaller ones);
+    ``flag`` is the option a wrong name came from."""
     if isinstance(size, ModelSize):
         return "custom", size
     if size not in SIZES:
-        raise KgenUsageError(f"--size must be one of {', '.join(SIZES)}, not '{size}'")
+        raise KgenUsageError(f"{flag} must be one of {', '.join(SIZES)}, not '{size}'")
     return size, SIZES[size]
 
 
 def check_arguments(size: str | ModelSize, steps: int, kernels: Path | None = None,
-                    export: Path | None = None) -> tuple[str, ModelSize]:
+                    export: Path | None = None, fused: bool = False) -> tuple[str, ModelSize]:
     """A check's arguments judged before any work (the command asks before it picks a device):
     the size's name and shape, or a usage error."""
     named = model_size(size)
     if steps < 2:
         raise KgenUsageError(f"--steps must be at least 2, not {steps}")
-    kernel_files(kernels)
+    kernel_files(kernels, fused)
     if export is not None:
         package_folder(export)
     return named
@@ -86,16 +87,18 @@ def check_arguments(size: str | ModelSize, steps: int, kernels: Path | None = No
 
 def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSize = "tiny", device: str = "cpu",
               seed: int = 0, factor: float = DEFAULT_FACTOR, export: Path | None = None,
-              stock: Stock | None = None) -> TrainCheckResult:
+              stock: Stock | None = None, fused: bool = False) -> TrainCheckResult:
     """Train stock twice (unless ``stock`` holds those runs) and once with the kernels; the verdict
     says whether the kernel run agrees.
 
     ``export`` is a package `kgen export` wrote, whose ops serve the problems it holds
-    (``kernels``' files and the seeds the rest)."""
+    (``kernels``' files and the seeds the rest). ``fused``: the fused seams swap in too (each
+    block's residual add + RMSNorm, the LM head + loss)."""
     size_name, shape = check_arguments(size, steps)  # the folders: by choose_kernels, below
     base = {"size": size_name, "steps": steps, "device": device, "seed": seed}
+    prepare_process(device)
     model = build_model(shape, seed, device)  # first: a kernel folder or package that cannot serve is a usage error now
-    chosen = choose_kernels(model.config.vocab_size, model.config.rms_norm_eps, kernels, export)
+    chosen = choose_kernels(model.config.vocab_size, model.config.rms_norm_eps, kernels, export, fused)
     if stock is None:
         stock = stock_runs(shape, steps, seed, device, factor)
     elif (stock.size, stock.steps, stock.seed, stock.device, stock.factor) != (shape, steps, seed, device, factor):
@@ -105,9 +108,9 @@ def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSiz
     if band is None:
         return TrainCheckResult(verdict="inconclusive", reason=stock.problem, **base, **curves)
     recorder = LiveCalls(steps=RECORDED_STEPS, last_step=steps - 1)
-    loss_fn, swaps = swap_kernels(model, chosen, recorder)
+    step_loss, swaps = swap_kernels(model, chosen, recorder)
     try:
-        kernel = train(model, token_batches(shape.vocab, shape.batch, shape.seq, steps, seed, device), loss_fn,
+        kernel = train(model, token_batches(shape.vocab, shape.batch, shape.seq, steps, seed, device), step_loss,
                        on_step=recorder.at_step)
     except Exception as exc:  # a kernel that cannot run here says nothing about its numerics
         return TrainCheckResult(verdict="inconclusive", reason=f"the kernel run failed: {type(exc).__name__}: {exc}",

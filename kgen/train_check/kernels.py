@@ -27,6 +27,9 @@ KERNEL_PROBLEMS = (
     "rmsnorm_forward", "rmsnorm_backward", "swiglu", "cross_entropy_forward", "cross_entropy_backward",
     "embedding_backward",
 )
+#: the fused seams a check with ``fused`` swaps in as well: each block's residual add + RMSNorm,
+#: and the LM head + loss (which then serves the loss instead of the cross-entropy pair)
+FUSED_PROBLEMS = ("fused_add_rmsnorm_forward", "fused_add_rmsnorm_backward", "fused_linear_cross_entropy")
 
 
 class Kernel(BaseModel):
@@ -40,6 +43,17 @@ class Kernel(BaseModel):
     call: Callable[..., Any]
 
 
+def prepare_process(device: str) -> None:
+    """Run kernels in this process as kgen's verifier runs them: on a CPU in Triton's interpreter
+    patched to compute as a GPU does (bf16 and TF32 rounding, autotune turns, loop indices:
+    `backends/triton/interpreter_compat.py`; a kernel right on a GPU can compute garbage in the
+    bare interpreter), on a GPU compiled. Before any kernel file or package is imported."""
+    from kgen.backends.device import Device
+    from kgen.backends.registry import get_backend
+
+    get_backend("triton").prepare_process(Device.CPU if device == "cpu" else Device.CUDA)
+
+
 def seed_kernel_dir() -> Path:
     """The library's Triton seed kernels."""
     from kgen.knowledge_base import SEED_KERNELS_DIR
@@ -47,17 +61,32 @@ def seed_kernel_dir() -> Path:
     return Path(SEED_KERNELS_DIR) / "triton"
 
 
-def kernel_files(override: Path | None) -> dict[str, Path]:
+def seed_kernel(problem: str) -> Path:
+    """The library's seed for ``problem``: the shipped one, else one waiting for its GPU run (a
+    fused seam's seed until a GPU verified it; the swap's origin says so)."""
+    from kgen.knowledge_base import UNVERIFIED_SEEDS_DIR
+
+    shipped = seed_kernel_dir() / f"{problem}.py"
+    waiting = Path(UNVERIFIED_SEEDS_DIR) / "triton" / f"{problem}.py"
+    return shipped if shipped.is_file() or not waiting.is_file() else waiting
+
+
+def swapped_problems(fused: bool) -> tuple[str, ...]:
+    return KERNEL_PROBLEMS + FUSED_PROBLEMS if fused else KERNEL_PROBLEMS
+
+
+def kernel_files(override: Path | None, fused: bool = False) -> dict[str, Path]:
     """Problem -> kernel file: ``override``'s file where it has one, else the seed's."""
+    problems = swapped_problems(fused)
     if override is not None and not override.is_dir():
         raise KgenUsageError(f"--kernels {override}: no such folder")
-    if override is not None and not any((override / f"{problem}.py").is_file() for problem in KERNEL_PROBLEMS):
-        raise KgenUsageError(f"--kernels {override}: holds none of {', '.join(p + '.py' for p in KERNEL_PROBLEMS)} "
+    if override is not None and not any((override / f"{problem}.py").is_file() for problem in problems):
+        raise KgenUsageError(f"--kernels {override}: holds none of {', '.join(p + '.py' for p in problems)} "
                              "(a kernel file is named after its problem)")
     files = {}
-    for problem in KERNEL_PROBLEMS:
+    for problem in problems:
         given = override / f"{problem}.py" if override is not None else None
-        files[problem] = given if given is not None and given.is_file() else seed_kernel_dir() / f"{problem}.py"
+        files[problem] = given if given is not None and given.is_file() else seed_kernel(problem)
     return files
 
 
@@ -115,24 +144,27 @@ def _exported(module: Any, problem: str, init_args: tuple[Any, ...]) -> Callable
     return lambda *inputs: function(*inputs, **bound)
 
 
-def choose_kernels(vocab: int, eps: float, kernels: Path | None = None, export: Path | None = None) -> dict[str, Kernel]:
-    """Each swapped problem's kernel: the exported package's op where it has one, else the
-    ``kernels`` folder's file, else the seed's. ``vocab`` and ``eps`` are the model's (the
-    embedding backward's and RMSNorm's init arguments)."""
-    init = {"rmsnorm_forward": (eps,), "embedding_backward": (vocab,)}
-    files = kernel_files(kernels)
+def choose_kernels(vocab: int, eps: float, kernels: Path | None = None, export: Path | None = None,
+                   fused: bool = False) -> dict[str, Kernel]:
+    """Each swapped problem's kernel (with ``fused``, the fused seams' too): the exported package's
+    op where it has one, else the ``kernels`` folder's file, else the seed's. ``vocab`` and ``eps``
+    are the model's (the embedding backward's and RMSNorm's init arguments)."""
+    init = {"rmsnorm_forward": (eps,), "embedding_backward": (vocab,), "fused_add_rmsnorm_forward": (eps,)}
+    files = kernel_files(kernels, fused)
     module, folder, declared = None, None, set()
     if export is not None:
         folder = package_folder(export)
         module = import_package(folder)
         declared = {entry["name"] for entry in json.loads((folder / MANIFEST_FILE).read_text())["kernels"]}
     chosen = {}
-    for problem in KERNEL_PROBLEMS:
+    for problem in swapped_problems(fused):
         args = init.get(problem, ())
         if module is not None and problem in declared:
             chosen[problem] = Kernel(problem=problem, origin=f"torch.ops.kgen_{folder.name}.{problem} ({folder})",
                                      init_args=args, call=_exported(module, problem, args))
         else:
-            chosen[problem] = Kernel(problem=problem, origin=str(files[problem]), init_args=args,
+            waiting = "" if files[problem].parent.parent.name != "seed_kernels_unverified" else (
+                " (a seed waiting for its GPU verification)")
+            chosen[problem] = Kernel(problem=problem, origin=f"{files[problem]}{waiting}", init_args=args,
                                      call=load_kernel(files[problem], *args))
     return chosen

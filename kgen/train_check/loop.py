@@ -36,6 +36,10 @@ def jitter_parameters(model: Any, seed: int) -> None:
             param.copy_((param.float() * (1 + sign.to(torch.float32) * 2.0**-8)).to(param.dtype))
 
 
+#: a step's loss from the model and a batch of ids: ``(model, ids) -> loss``
+StepLoss = Callable[[Any, Any], Any]
+
+
 def next_token_loss(model: Any, ids: Any, loss_fn: Callable[[Any, Any], Any]) -> Any:
     """``loss_fn`` of each position's logits against the next token: (tokens, vocab) rows and their targets."""
     logits = model(input_ids=ids).logits
@@ -43,10 +47,22 @@ def next_token_loss(model: Any, ids: Any, loss_fn: Callable[[Any, Any], Any]) ->
     return loss_fn(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1))
 
 
-def train(model: Any, batches: list[Any], loss_fn: Callable[[Any, Any], Any], lr: float = 3e-3,
+def logits_loss(loss_fn: Callable[[Any, Any], Any]) -> StepLoss:
+    """The step loss that applies ``loss_fn`` (logits rows, targets) to the model's logits."""
+    return lambda model, ids: next_token_loss(model, ids, loss_fn)
+
+
+def head_inputs(model: Any, ids: Any) -> tuple[Any, Any, Any]:
+    """What a fused LM-head loss takes instead of logits: each position's last hidden state but the
+    last one's, as (tokens, hidden) rows, the LM head's weight, and each position's next token."""
+    hidden = model.model(input_ids=ids).last_hidden_state
+    return hidden[:, :-1].reshape(-1, hidden.shape[-1]), model.get_output_embeddings().weight, ids[:, 1:].reshape(-1)
+
+
+def train(model: Any, batches: list[Any], step_loss: StepLoss, lr: float = 3e-3,
           on_step: Callable[[int], None] | None = None) -> RunResult:
-    """Train ``model`` on ``batches`` (next-token prediction) with AdamW; one loss per batch.
-    ``on_step`` is told each step's number before the step runs."""
+    """Train ``model`` on ``batches`` (next-token prediction) with AdamW; one loss per batch
+    (``step_loss(model, ids)``). ``on_step`` is told each step's number before the step runs."""
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -54,7 +70,7 @@ def train(model: Any, batches: list[Any], loss_fn: Callable[[Any, Any], Any], lr
     for step, ids in enumerate(batches):
         if on_step is not None:
             on_step(step)
-        loss = next_token_loss(model, ids, loss_fn)
+        loss = step_loss(model, ids)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -144,3 +144,26 @@ def test_help_teaches_sources_pairs_and_refusals(tmp_path):
     assert done.returncode == 0
     for phrase in ("--list", "--problem", "--target", "torch.compile(fullgraph=True)", "autograd", "passed"):
         assert phrase in text, phrase
+
+
+@pytest.mark.parametrize(("size", "says"), [
+    ("7b", "--in-model must be one of tiny, small, 100m, 1b, not '7b'"),
+    ("100m", "--in-model needs a GPU"),  # CI has none: which ops win in a compiled model is a GPU timing
+])
+def test_in_model_needs_a_known_size_and_a_gpu_and_writes_nothing_otherwise(tmp_path, size, says):
+    out = tmp_path / "pkg"
+    done = kgen("export", str(SEEDS / "softmax.py"), "--problem", "softmax", "--out", str(out), "--in-model", size,
+                home=tmp_path / "home")
+    _one_line_refusal(done, says)
+    assert not out.exists()
+
+
+def test_an_export_says_which_ops_the_compiler_sees(tmp_path):
+    out = tmp_path / "pkg"
+    done = kgen("export", str(SEEDS / "softmax.py"), "--problem", "softmax", "--out", str(out), "--name", "seen_ops",
+                home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "seen_ops" / "manifest.json").read_text())
+    assert [(e["name"], e["registration"], e["registration_note"]) for e in manifest["kernels"]] == [
+        ("softmax", "triton_op", "")]
+    assert "opaque to torch.compile" not in done.stdout

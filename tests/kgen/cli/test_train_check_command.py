@@ -20,11 +20,12 @@ def kgen(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["--size", "huge"], "--size must be one of tiny, small, 100m"),
+    (["--size", "huge"], "--size must be one of tiny, small, 100m, 1b"),
     (["--steps", "1"], "--steps must be at least 2"),
     (["--kernels", "/no/such/folder"], "no such folder"),
     (["--export", "/no/such/package"], "--export /no/such/package: no such folder"),
     (["--plot", "/no/such/folder/curves.svg"], "no folder /no/such/folder to write it in"),
+    (["--profile", "/no/such/folder/step.md"], "--profile /no/such/folder/step.md: no folder /no/such/folder"),
     (["--device", "tpu"], "unknown device"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args: list[str], says: str) -> None:
