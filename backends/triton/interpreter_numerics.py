@@ -80,14 +80,52 @@ def install_hardware_numerics() -> None:
     builder.create_fma = _bf16_fma
     for name in ("unary_op", "create_rsqrt", "create_erf"):
         setattr(builder, name, _bf16_unary(_ORIGINALS[name]))
+    reduce_ops = interpreter.ReduceOps
+    _ORIGINALS["reduce_sum"], _ORIGINALS["reduce_min_max"] = reduce_ops.sum, reduce_ops.min_max
+    reduce_ops.sum = _bf16_reduce_sum
+    reduce_ops.min_max = _bf16_reduce_min_max
 
 
 def uninstall_hardware_numerics() -> None:
     from triton.runtime import interpreter
 
     for name, original in _ORIGINALS.items():
-        setattr(interpreter.InterpreterBuilder, name, original)
+        if name == "reduce_sum":
+            interpreter.ReduceOps.sum = original
+        elif name == "reduce_min_max":
+            interpreter.ReduceOps.min_max = original
+        else:
+            setattr(interpreter.InterpreterBuilder, name, original)
     _ORIGINALS.clear()
+
+
+def _bf16_reduce_sum(self: Any, input: Any) -> Any:
+    """``tl.sum`` of bf16 values (kept here as their 16-bit patterns): summed in fp32, rounded to
+    bf16 once. NumPy summed the bit patterns as integers (``[-1, -2, 0.5, -0.25]`` gave 1e37)."""
+    data = input.handle.data
+    if not (_is_bf16(input.handle) and data.dtype == np.uint16):
+        return _ORIGINALS["reduce_sum"](self, input)
+    total = np.sum(bf16_bits_to_f32(data), axis=self.axis, keepdims=self.keep_dims, dtype=np.float32)
+    return self.to_tensor(f32_to_bf16_bits(np.asarray(total, dtype=np.float32)), input.dtype)
+
+
+def _bf16_reduce_min_max(self: Any, input: Any, val_reduce_op: Any, idx_reduce_op: Any = None) -> Any:
+    """``tl.max``/``tl.min``/``tl.argmax``/``tl.argmin`` of bf16 values compared as numbers, not as
+    bit patterns (a negative bf16's pattern is a large unsigned integer)."""
+    import triton.language as tl
+
+    value = input[0] if isinstance(input, tuple) else input
+    data = value.handle.data
+    if not (_is_bf16(value.handle) and data.dtype == np.uint16):
+        return _ORIGINALS["reduce_min_max"](self, input, val_reduce_op, idx_reduce_op)
+    widened = bf16_bits_to_f32(data)
+    found = []
+    if val_reduce_op:
+        extreme = np.asarray(val_reduce_op(widened, axis=self.axis, keepdims=self.keep_dims), dtype=np.float32)
+        found.append(self.to_tensor(f32_to_bf16_bits(extreme), value.dtype))
+    if idx_reduce_op:
+        found.append(self.to_tensor(idx_reduce_op(widened, axis=self.axis, keepdims=self.keep_dims), tl.int32))
+    return tuple(found) if len(found) == 2 else found[0]
 
 
 def _as_boolean_mask(mask: Any) -> Any:

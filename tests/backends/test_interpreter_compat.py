@@ -424,6 +424,28 @@ def test_fp64_to_bf16_is_a_value_cast_not_a_bit_reinterpretation():
 
 
 @triton.jit
+def _bf16_reductions(x_ptr, sum_ptr, max_ptr, min_ptr, argmax_ptr, argmin_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(sum_ptr, tl.sum(x, axis=0))
+    tl.store(max_ptr, tl.max(x, axis=0))
+    tl.store(min_ptr, tl.min(x, axis=0))
+    tl.store(argmax_ptr, tl.argmax(x, axis=0))
+    tl.store(argmin_ptr, tl.argmin(x, axis=0))
+
+
+def test_bf16_reductions_reduce_values_not_bit_patterns():
+    """bf16 values are kept as their 16-bit patterns here; NumPy summed those as integers
+    ([-1, -2, 0.5, -0.25] gave 1e37) and took the largest pattern as the max (a negative number's
+    pattern is a large unsigned integer). A right kernel reducing bf16 in registers was rejected."""
+    x = torch.tensor([-1.0, -2.0, 0.5, -0.25, 3.0, -7.5, 0.125, 2.0], dtype=torch.bfloat16)
+    total, high, low = (torch.empty(1, dtype=torch.bfloat16) for _ in range(3))
+    where_high, where_low = torch.empty(1, dtype=torch.int32), torch.empty(1, dtype=torch.int32)
+    _bf16_reductions[(1,)](x, total, high, low, where_high, where_low, 8)
+    assert total.item() == pytest.approx(x.float().sum().item())
+    assert (high.item(), low.item(), where_high.item(), where_low.item()) == (3.0, -7.5, 4, 5)
+
+
+@triton.jit
 def _gelu_tanh(x_ptr, y_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
     x = tl.load(x_ptr + offs)
