@@ -98,6 +98,8 @@ def verify_waiting(out: Path, device: str, timeout_s: float) -> dict[str, Any]:
         started = time.perf_counter()
         result = evaluate(problem, folder / f"{problem}.py", EvalOptions(device=device, timeout_s=timeout_s))
         (folder / "eval.json").write_text(result.model_dump_json(indent=1))
+        # the name scripts/seed_evidence.py --runs reads, so a verdict here can ship the seed
+        (out / "verified" / f"eval_{problem}.json").write_text(result.model_dump_json(indent=1))
         rows[problem] = {"verdict": result.outcome, "reason": result.reason[:300],
                          "seconds": time.perf_counter() - started}
         print(f"[deliver] verified {problem}: {result.outcome} in {rows[problem]['seconds']:.0f} s", flush=True)
@@ -467,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             print(report["errors"][name], file=sys.stderr, flush=True)
         report.setdefault("phase_seconds", {})[name] = time.perf_counter() - started
         _save(args.out, report)
+        (args.out / "deliver.md").write_text(_markdown(report))
         print(f"[deliver] {name} done in {report['phase_seconds'][name]:.0f} s", flush=True)
     (args.out / "deliver.md").write_text(_markdown(report))
     print(_markdown(report))

@@ -46,13 +46,22 @@ python3 -c "import kgen, torch, triton, transformers; print('kgen', kgen.__versi
 '| triton', triton.__version__, '| transformers', transformers.__version__)" 2>&1 | tee -a "$log" \
   || { stamp "kgen does not import"; exit 3; }
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader 2>&1 | tee -a "$log"
+keep() {  # the small files into OUT: after every phase (a call cut off by its limit keeps what it did)
+  for f in deliver.json deliver.md decide.md profile.md loss_curves.svg log.txt; do
+    [ -f "$work/$f" ] && cp "$work/$f" "$out/"
+  done
+  for f in "$work"/verified/eval_*.json; do [ -f "$f" ] && mkdir -p "$out/verified" && cp "$f" "$out/verified/"; done
+}
+( while sleep 10; do keep; done ) & keeper=$!
 stamp "deliver_check --size $size $*"
-python3 "$root/scripts/deliver_check.py" --out "$work" --size "$size" "$@" 2>&1 | tee -a "$log"
+# KGEN_DELIVER_LIMIT_S: end deliver_check itself this long after it started (0: no limit), leaving
+# the call's remaining seconds for packing what it did
+timeout "${KGEN_DELIVER_LIMIT_S:-0}" python3 "$root/scripts/deliver_check.py" --out "$work" --size "$size" "$@" \
+  2>&1 | tee -a "$log"
 code=${PIPESTATUS[0]}
+kill "$keeper" 2>/dev/null
 stamp "exit $code"
 parts=$(cd "$work" && ls -d package verified 2>/dev/null)
 [ -n "$parts" ] && tar -czf "$out/package.tgz" -C "$work" $parts
-for f in deliver.json deliver.md decide.md profile.md loss_curves.svg log.txt; do
-  [ -f "$work/$f" ] && cp "$work/$f" "$out/"
-done
+keep
 exit "$code"
