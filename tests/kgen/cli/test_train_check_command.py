@@ -49,3 +49,13 @@ def test_a_short_cpu_check_of_the_seed_kernels_agrees_prints_json_and_draws_the_
     assert result["band"]["noise"][-1] > 0
     assert {op["problem"] for op in result["ops"]} >= {"embedding_backward", "swiglu"}
     assert ET.parse(picture).getroot().tag.endswith("svg")
+
+
+@pytest.mark.slow
+def test_the_fused_seams_check_agrees_and_the_profile_of_both_compiled_steps_is_written(tmp_path: Path) -> None:
+    profile = tmp_path / "step.md"
+    done = kgen("train-check", "--steps", "2", "--device", "cpu", "--fused", "--profile", str(profile))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "fused_linear_cross_entropy" in done.stdout and f"profile of the compiled step: {profile}" in done.stdout
+    table = profile.read_text()
+    assert "| stock compiled |" in table and "| kernels compiled |" in table and "| matmul |" in table

@@ -92,3 +92,28 @@ def test_a_kernel_that_cannot_run_is_inconclusive_never_caught(tmp_path: Path) -
     result = run_check(kernels=folder, steps=2, size=SIZE)
     assert result.verdict == "inconclusive"
     assert "no device here" in result.reason
+
+
+@pytest.mark.slow
+def test_the_fused_seams_swapped_in_agree_and_every_kernel_call_is_judged() -> None:
+    result = run_check(steps=STEPS, size=SIZE, fused=True)
+    assert result.verdict == "agree", result.reason
+    judged = {op.problem for op in result.ops}
+    assert judged >= {"fused_add_rmsnorm_forward", "fused_add_rmsnorm_backward", "fused_linear_cross_entropy"}
+    assert "cross_entropy_forward" not in judged  # the fused LM head serves the loss
+    assert any("residual add" in s.replaced for s in result.swaps)
+
+
+#: (problem, fixture): planted bad fused kernels; train-check with the fused seams must name each
+PLANTED_FUSED = [
+    ("fused_add_rmsnorm_backward", "rt5_addrms_bwd_ignores_grad_residual_out.py"),  # the stream's gradient lost
+    ("fused_linear_cross_entropy", "rt5_flce_grads_of_sum.py"),  # gradients of the summed loss, N times too large
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("problem", "fixture"), PLANTED_FUSED, ids=[f for _, f in PLANTED_FUSED])
+def test_planted_bad_fused_kernels_are_caught(tmp_path: Path, problem: str, fixture: str) -> None:
+    result = run_check(kernels=_kernels(tmp_path, problem, fixture), steps=STEPS, size=SIZE, fused=True)
+    assert result.verdict == "disagree", result.reason
+    assert f"{problem} on the run's own tensors" in result.reason
