@@ -6,7 +6,8 @@ an opaque op where `kgen export` found it does not trace). A *group* is what one
 covers (`in_model.py` keeps or drops each by timing the compiled model): the two kernels of a
 forward/backward pair swap together, and two groups that replace the same code exclude each
 other (``cross_entropy`` or ``fused_linear_cross_entropy``). What the package lacks a kernel for
-stays torch, written in fp32: SwiGLU's backward, the embedding's forward.
+stays torch, written in fp32: SwiGLU's backward, the embedding's forward. The autograd functions
+around the ops are `swaps.autograd_functions`, the eager check's own.
 
 `swaps.py` is the other wiring: any kernel callables (files, seeds, ops) with their calls
 recorded for the fp64 check, in eager mode.
@@ -21,12 +22,12 @@ from pydantic import BaseModel
 
 from kgen.train_check.loop import head_inputs, next_token_loss
 from kgen.train_check.swaps import (
+    autograd_functions,
     norm_eps,
     replace_post_attention_adds,
     replace_rmsnorms,
     replace_swiglus,
     stock_loss,
-    swiglu_gradients,
 )
 
 
@@ -94,51 +95,6 @@ def kernel_names(module: Any) -> set[str]:
     return triton_kernel_names(kernel.kernel for kernel in module.package.kernels.values())
 
 
-def _autograd_functions() -> dict[str, Any]:
-    """Autograd around the ops the package has no backward kernel for, made on first use."""
-    import torch
-
-    class SwiGLU(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, gate: Any, up: Any, op: Any) -> Any:
-            ctx.save_for_backward(gate, up)
-            width = gate.shape[-1]
-            return op(gate.reshape(-1, width), up.reshape(-1, width)).view(gate.shape)
-
-        @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
-            return *swiglu_gradients(*ctx.saved_tensors, grad), None
-
-    class Embedding(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, ids: Any, weight: Any, op: Any) -> Any:
-            ctx.save_for_backward(ids)
-            ctx.op, ctx.vocab, ctx.dtype = op, weight.shape[0], weight.dtype
-            return torch.nn.functional.embedding(ids, weight)
-
-        @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
-            (ids,) = ctx.saved_tensors
-            rows = grad.reshape(-1, grad.shape[-1])
-            return None, ctx.op(rows, ids.reshape(-1), ctx.vocab).to(ctx.dtype), None
-
-    class FusedLinearCrossEntropy(torch.autograd.Function):
-        """The op returns the mean loss and its gradients at once; the backward scales them."""
-
-        @staticmethod
-        def forward(ctx: Any, hidden: Any, weight: Any, targets: Any, op: Any) -> Any:
-            loss, grad_hidden, grad_weight = op(hidden, weight, targets)
-            ctx.save_for_backward(grad_hidden, grad_weight)
-            return loss
-
-        @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
-            grad_hidden, grad_weight = ctx.saved_tensors
-            return (grad_hidden * grad).to(grad_hidden.dtype), (grad_weight * grad).to(grad_weight.dtype), None, None
-
-    return {"swiglu": SwiGLU, "embedding": Embedding, "flce": FusedLinearCrossEntropy}
-
-
 def wire(model: Any, module: Any, groups: Iterable[str]) -> Callable[[Any], Any]:
     """Swap the package ``module``'s ops for ``groups`` into ``model`` (in place); the next-token
     loss function of the wired model, ids -> mean loss."""
@@ -150,7 +106,7 @@ def wire(model: Any, module: Any, groups: Iterable[str]) -> Callable[[Any], Any]
         raise ValueError(f"the package has no op for {', '.join(missing)}")
     ops = torch.ops
     namespace = getattr(ops, module.package.namespace)
-    fns = _autograd_functions()
+    fns = autograd_functions()
     if "fused_add_rmsnorm" in chosen:
         replace_post_attention_adds(model, namespace.fused_add_rmsnorm_forward)
     if "rmsnorm" in chosen:
@@ -169,7 +125,9 @@ def wire(model: Any, module: Any, groups: Iterable[str]) -> Callable[[Any], Any]
         replace_swiglus(model, lambda gate, up: fns["swiglu"].apply(gate, up, namespace.swiglu))
     if "embedding_backward" in chosen:
         embed = model.get_input_embeddings()
-        embed.forward = lambda ids: fns["embedding"].apply(ids, embed.weight, namespace.embedding_backward)
+        vocab = embed.weight.shape[0]
+        embed.forward = lambda ids: fns["embedding"].apply(
+            ids, embed.weight, lambda rows, flat_ids: namespace.embedding_backward(rows, flat_ids, vocab))
     if "fused_linear_cross_entropy" in chosen:
         flce = namespace.fused_linear_cross_entropy
 

@@ -95,8 +95,10 @@ def replace_post_attention_adds(model: Any, fused: Callable[[Any, Any, Any, floa
     return len(layers)
 
 
-def _functions() -> dict[str, Any]:
-    """The autograd functions, made on first use (torch is imported only when a check runs)."""
+def autograd_functions() -> dict[str, Any]:
+    """The autograd functions, made on first use (torch is imported only when a check runs). Each
+    takes its kernels as callables (a kernel file's module, an exported op), so the eager check here
+    and the compiled wiring of `package_swaps` share them."""
     import torch
 
     class RMSNormFn(torch.autograd.Function):
@@ -198,7 +200,7 @@ def swap_kernels(model: Any, kernels: dict[str, Kernel], recorder: LiveCalls | N
     to use and what was swapped. With ``recorder``, the kernels' calls it asks for are kept for `op_check`."""
     import torch
 
-    fns = _functions()
+    fns = autograd_functions()
     called = {name: recorder.wrap(name, k.call, k.init_args) if recorder is not None else k.call
               for name, k in kernels.items()}
     rms_fwd, rms_bwd, swiglu = called["rmsnorm_forward"], called["rmsnorm_backward"], called["swiglu"]
