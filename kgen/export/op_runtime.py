@@ -73,10 +73,10 @@ def manifest() -> dict[str, Any]:
     return json.loads((HERE / MANIFEST_FILE).read_text())
 
 
-def load_checked(relative: str, expected_sha256: str, module_name: str, root: Path = HERE) -> types.ModuleType:
-    """Execute the file at ``relative`` (inside the package folder ``root``) as ``module_name`` once
-    its sha256 is the exported one; ``TamperedKernelError`` names the file when it is not."""
-    path = root / relative
+def load_checked(relative: str, expected_sha256: str, module_name: str) -> types.ModuleType:
+    """Execute the file at ``relative`` (inside the package) as ``module_name`` once its sha256
+    is the exported one; ``TamperedKernelError`` names the file when it is not."""
+    path = HERE / relative
     found = sha256_of(path)
     if found != expected_sha256:
         raise TamperedKernelError(
@@ -211,14 +211,13 @@ def _fake_only(values: Sequence[Any]) -> bool:
 class Kernel:
     """One exported kernel: its manifest entry, its kernel module and its reference module."""
 
-    def __init__(self, package: str, entry: dict[str, Any], root: Path = HERE) -> None:
+    def __init__(self, package: str, entry: dict[str, Any]) -> None:
         self.package = package
         self.entry = entry
         self.name: str = entry["name"]
-        self.kernel = load_checked(entry["kernel_file"], entry["kernel_sha256"], f"{package}._kernels.{self.name}",
-                                   root)
+        self.kernel = load_checked(entry["kernel_file"], entry["kernel_sha256"], f"{package}._kernels.{self.name}")
         self.reference = load_checked(entry["reference_file"], entry["reference_sha256"],
-                                      f"{package}._references.{self.name}", root)
+                                      f"{package}._references.{self.name}")
         #: TRITON_OP or CUSTOM_OP: what `kgen export` found (packages older than the field: opaque)
         self.registration: str = entry.get("registration", CUSTOM_OP)
         self.inputs: list[dict[str, Any]] = entry["inputs"]
