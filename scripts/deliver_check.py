@@ -187,8 +187,9 @@ def _timed_variant(label: str, module: Any, size: Any, groups: list[str] | None,
     import torch
     import torch._dynamo
 
-    from kgen.train_check.in_model import compiled_step, step_seconds, training_step, wire_stock
+    from kgen.train_check.in_model import compiled_step, step_seconds, training_step
     from kgen.train_check.model import build_model
+    from kgen.train_check.package_swaps import wire_stock
     from kgen.train_check.step_profile import profile_steps
 
     _reset_peak(device)

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from kgen.train_check.kernels import prepare_process
 from kgen.train_check.model import ModelSize, build_model
-from kgen.train_check.package_swaps import available_groups, group, wire
+from kgen.train_check.package_swaps import available_groups, group, wire, wire_stock
 from kgen.train_check.tokens import token_batches
 
 #: a group must make the step at least this much faster (relative) to stay
@@ -122,13 +122,6 @@ def compiled_step(module: Any, size: ModelSize, groups: Iterable[str], device: s
     return training_step(torch.compile(loss_fn, fullgraph=True, backend=backend), model), model
 
 
-def wire_stock(model: Any) -> Callable[[Any], Any]:
-    from kgen.train_check.loop import next_token_loss
-    from kgen.train_check.swaps import stock_loss
-
-    return lambda ids: next_token_loss(model, ids, stock_loss)
-
-
 def decide(module: Any, size: ModelSize, device: str, backend: str = "inductor", steps: int = DECISION_STEPS,
            layers: int = DECISION_LAYERS, groups: Iterable[str] | None = None,
            progress: Callable[[str], None] | None = None) -> InModelDecision:
@@ -136,7 +129,7 @@ def decide(module: Any, size: ModelSize, device: str, backend: str = "inductor",
     prepare_process(device)
     shape = size.model_copy(update={"layers": min(layers, size.layers)})
     batches = token_batches(shape.vocab, shape.batch, shape.seq, steps + 2, seed=1, device=device)
-    names = [g for g in (groups if groups is not None else available_groups(module))]
+    names = list(groups) if groups is not None else available_groups(module)
 
     def timed(label: str, chosen: list[str]) -> float:
         step, _ = compiled_step(module if chosen else None, shape, chosen, device, backend)

@@ -95,6 +95,11 @@ def kernel_names(module: Any) -> set[str]:
     return triton_kernel_names(kernel.kernel for kernel in module.package.kernels.values())
 
 
+def wire_stock(model: Any) -> Callable[[Any], Any]:
+    """The stock model's loss function, ids -> mean loss: what every wiring is timed against."""
+    return lambda ids: next_token_loss(model, ids, stock_loss)
+
+
 def wire(model: Any, module: Any, groups: Iterable[str]) -> Callable[[Any], Any]:
     """Swap the package ``module``'s ops for ``groups`` into ``model`` (in place); the next-token
     loss function of the wired model, ids -> mean loss."""
@@ -135,4 +140,4 @@ def wire(model: Any, module: Any, groups: Iterable[str]) -> Callable[[Any], Any]
     if "cross_entropy" in chosen:
         ce = module.package.function("cross_entropy_forward")
         return lambda ids: next_token_loss(model, ids, lambda logits, targets: ce(logits, targets).mean())
-    return lambda ids: next_token_loss(model, ids, stock_loss)
+    return wire_stock(model)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,9 +20,16 @@ from kgen.export.package import write_package
 from kgen.export.sources import Exportable, find_exportables
 from kgen.knowledge_base import SEED_KERNELS_DIR, UNVERIFIED_SEEDS_DIR
 from kgen.knowledge_base.code_hash import normalised_code_hash
-from kgen.train_check.in_model import all_groups, wire_stock
+from kgen.train_check.in_model import all_groups
 from kgen.train_check.model import ModelSize, build_model
-from kgen.train_check.package_swaps import GROUPS, available_groups, check_groups, kernel_names, wire
+from kgen.train_check.package_swaps import (
+    GROUPS,
+    available_groups,
+    check_groups,
+    kernel_names,
+    wire,
+    wire_stock,
+)
 from kgen.train_check.tokens import token_batches
 
 SIZE = ModelSize(hidden=32, layers=2, heads=2, intermediate=64, vocab=256, batch=2, seq=16)

@@ -5,7 +5,13 @@ Triton kernels), and a real CPU profile summarised per step."""
 import pytest
 import torch
 
-from kgen.train_check.step_profile import KINDS, kernel_kind, profile_steps, profile_table, triton_kernel_names
+from kgen.train_check.step_profile import (
+    KINDS,
+    kernel_kind,
+    profile_steps,
+    profile_table,
+    triton_kernel_names,
+)
 
 KGEN = {"_rmsnorm_fwd_tile", "_ce_fwd_chunks"}
 
