@@ -481,16 +481,16 @@ def check_gradients(package: Package, name: str, seed: int, device: str = "cpu")
     inputs, init = _small_inputs(kernel, seed, device)
     leaves = [v.detach().requires_grad_(spec.get("differentiable", False)) if isinstance(v, torch.Tensor) else v
               for v, spec in zip(inputs, kernel.inputs, strict=True)]
-    out = package.ops[name](*leaves, *init)
-    torch.manual_seed(seed + 1)
-    grad_out = torch.randn_like(out, dtype=torch.float32).to(out.dtype)
+    outs = _as_list(package.ops[name](*leaves, *init))
+    torch.manual_seed(seed + 1)  # one upstream gradient per output (a fused add + norm returns two)
+    grad_outs = [torch.randn_like(o, dtype=torch.float32).to(o.dtype) for o in outs]
     wrt = [v for v, spec in zip(leaves, kernel.inputs, strict=True) if spec.get("differentiable")]
-    got = torch.autograd.grad(out, wrt, grad_out)
+    got = torch.autograd.grad(outs, wrt, grad_outs)
     ref_leaves = [v.detach().double().requires_grad_(True) if isinstance(v, torch.Tensor) and spec.get("differentiable")
                   else v for v, spec in zip(inputs, kernel.inputs, strict=True)]
-    ref_out = kernel.reference_model(init)(*ref_leaves)
+    ref_outs = _as_list(kernel.reference_model(init)(*ref_leaves))
     ref_wrt = [v for v, spec in zip(ref_leaves, kernel.inputs, strict=True) if spec.get("differentiable")]
-    want = torch.autograd.grad(ref_out, ref_wrt, grad_out.double())
+    want = torch.autograd.grad(ref_outs, ref_wrt, [g.double() for g in grad_outs])
     errors = []
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         error = rel_l2(g, w)

@@ -103,3 +103,18 @@ def test_groups_that_replace_the_same_code_or_unknown_names_are_refused():
         check_groups(["cross_entropy", "fused_linear_cross_entropy"])
     with pytest.raises(ValueError, match="unknown swap group"):
         check_groups(["layernorm"])
+
+
+def test_the_packages_own_tests_pass_with_a_two_output_pair(tmp_path):
+    """The package's own pytest file, without kgen: the fused add + RMSNorm pair's forward returns
+    two tensors, so its gradient check hands the backward one upstream gradient per output."""
+    import os
+    import subprocess
+
+    out = tmp_path / "fused"
+    write_package([_kernel(p) for p in ("fused_add_rmsnorm_forward", "fused_add_rmsnorm_backward")], out, "fused_pair")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "tests"],
+                          cwd=out, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "3 passed" in done.stdout  # two kernels against their references, the pair's gradients
