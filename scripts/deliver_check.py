@@ -170,10 +170,13 @@ def _peak_bytes(device: str) -> int | None:
 
 
 def _reset_peak(device: str) -> None:
+    """Free what the previous variant left (its compiled graphs hold its model) before measuring anew."""
     import gc
 
     import torch
+    import torch._dynamo
 
+    torch._dynamo.reset()
     gc.collect()
     if device == "cuda":
         torch.cuda.empty_cache()
