@@ -27,7 +27,7 @@ from kgen.evals.problem.catalog import UnknownProblemError, resolve_problem
 from kgen.knowledge_base.code_hash import normalised_code_hash
 from kgen.knowledge_base.schema import GuidanceNote, KernelEntry, kernel_id, utc_now
 from kgen.knowledge_base.store import KnowledgeBase, where_equal
-from kgen.knowledge_base.write_back import settle_best
+from kgen.knowledge_base.write_back import settle_best, unmeasured_reason
 
 FORMAT = "kgen-knowledge-base"
 FORMAT_VERSION = 1
@@ -84,6 +84,8 @@ def _check_kernel(entry: KernelEntry) -> str | None:
         resolve_problem(entry.problem)
     except UnknownProblemError:
         return f"unknown problem {entry.problem!r} (not in this kgen's catalog)"
+    if (why := unmeasured_reason(entry)) is not None:
+        return f"not measured: {why}"
     return None
 
 

@@ -3,6 +3,9 @@
 The policy per slot (problem, backend, target, dtype):
 
 * a kernel that did not pass full verification is refused (``NotVerifiedError``);
+* a kernel without a GPU timing on its slot's target is not written (``not_measured``, with
+  :func:`unmeasured_reason`'s words): a CPU-verified kernel, or one timed on another GPU, would
+  otherwise become an empty slot's "best" that later runs, suites and prompts take as measured;
 * the same code (normalised hash) is stored once: a second sighting only
   improves the record's timing if it measured faster (its evidence bundle with it), or gives
   a record without an evidence bundle its own;
@@ -10,11 +13,10 @@ The policy per slot (problem, backend, target, dtype):
   a ``stepping_stone`` (it was best of its generation once);
 * a kernel that is not the best is kept as a stepping stone only when the run
   says it was the best of its generation; otherwise it is not stored;
-* without timings (a CPU run) nothing can be called faster: the first kernel of
-  an empty slot becomes its best, later ones follow the generation rule.
 
-``prune`` trims each slot to its best plus the most recent stepping stones and
-repairs slots that two writers on a shared server both claimed.
+``prune`` trims each slot to its best plus the most recent stepping stones, repairs slots
+that two writers on a shared server both claimed, and removes kernels a store kept without
+a timing on their target (written before this rule).
 """
 
 from __future__ import annotations
@@ -53,8 +55,25 @@ class NotVerifiedError(KgenError, ValueError):
 
 class WriteOutcome(BaseModel):
     id: str
-    action: Literal["added_best", "added_stepping_stone", "improved_timing", "duplicate", "skipped"]
+    action: Literal["added_best", "added_stepping_stone", "improved_timing", "duplicate", "skipped",
+                    "not_measured"]
     reason: str = ""
+
+
+def unmeasured_reason(entry: KernelEntry) -> str | None:
+    """Why ``entry`` may not be stored, or None when its timing was measured on its target's GPU.
+
+    The one rule every write into the store asks (a run's write-back, seeding, an import, prune):
+    the knowledge base keeps only kernels whose evidence says where and how they were measured.
+    Verification on a CPU proves a kernel correct, never fast; a time from another GPU ranks
+    nothing on this one (``Timing.time_on``)."""
+    timing = entry.timing
+    if timing.time_on(entry.target) is not None:
+        return None
+    rule = f"the knowledge base keeps a kernel only with a timing on its target's GPU ({entry.target})"
+    if timing.time_ms is None:
+        return f"verified on {entry.evidence.device}, never timed on a GPU: {rule}"
+    return f"timed on {timing.device_name or 'an unnamed device'}, not on {entry.target}: {rule}"
 
 
 def summarise_verification(result: EvalResult) -> VerificationSummary:
@@ -165,6 +184,8 @@ def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: boo
                 return WriteOutcome(id=same.id, action="duplicate",
                                     reason="same code already stored; its evidence bundle added")
             return WriteOutcome(id=same.id, action="duplicate", reason="same code already stored")
+        if (why := unmeasured_reason(entry)) is not None:
+            return WriteOutcome(id=entry.id, action="not_measured", reason=why)
         best = next((e for e in slot if e.role == "best"), None)
         if best is None or faster_on(entry.timing, best.timing, target):
             demoted = [] if best is None else [best.model_copy(update={"role": "stepping_stone"})]
@@ -207,15 +228,24 @@ class PruneReport(BaseModel):
     slots: int
     removed: list[str]
     kept: int
+    #: of ``removed``, the kernels without a timing on their target (``unmeasured_reason``)
+    unmeasured: list[str] = []
 
 
 def prune(kb: KnowledgeBase, *, keep_stepping_stones: int = DEFAULT_STEPPING_STONES,
           dry_run: bool = False) -> PruneReport:
-    """Keep each slot's best plus its newest stepping stones; one best per slot."""
+    """Keep each slot's best plus its newest stepping stones; one best per slot; nothing that
+    was never measured on its target (``unmeasured_reason``)."""
     with kb.write_lock():
         slots: dict[tuple[str, str, str, str], list[KernelEntry]] = defaultdict(list)
+        unmeasured: list[str] = []
         for entry in kb.kernels():
-            slots[entry.slot].append(entry)
+            if unmeasured_reason(entry) is None:
+                slots[entry.slot].append(entry)
+            else:
+                unmeasured.append(entry.id)
+        if unmeasured and not dry_run:
+            kb.delete_kernels(unmeasured)
         removed: list[str] = []
         for key, entries in slots.items():
             if not dry_run:
@@ -229,4 +259,5 @@ def prune(kb: KnowledgeBase, *, keep_stepping_stones: int = DEFAULT_STEPPING_STO
         if removed and not dry_run:
             kb.delete_kernels(removed)
         total = sum(len(v) for v in slots.values())
-        return PruneReport(slots=len(slots), removed=removed, kept=total - len(removed))
+        return PruneReport(slots=len(slots), removed=[*unmeasured, *removed], kept=total - len(removed),
+                           unmeasured=unmeasured)

@@ -569,6 +569,9 @@ class Runner:
         except KnowledgeBaseError as exc:
             self.say(f"could not write {record.id} to the knowledge base: {exc}")
             return f"not written: {exc}"
+        if outcome.action == "not_measured":
+            self.say(f"knowledge base: {record.id} not written for {target}: {outcome.reason}")
+            return f"not written: {outcome.reason}"
         self.say(f"knowledge base: {outcome.action.replace('_', ' ')} {outcome.id} for {target}")
         return f"{outcome.action} {outcome.id}"
 

@@ -16,8 +16,10 @@ from kgen.knowledge_base.write_back import record_kernel
 
 def test_export_then_import_round_trips_every_field(kb_location, tmp_path):
     source = open_knowledge_base(str(tmp_path / "source"))
-    record_kernel(source, make_entry(1, time_ms=None, model="anthropic:claude-sonnet-4-5"))
-    record_kernel(source, make_entry(2, target="mi300x"))
+    record_kernel(source, make_entry(1, time_ms=3.0, model="anthropic:claude-sonnet-4-5"))
+    on_mi300x = make_entry(2, target="mi300x")
+    record_kernel(source, on_mi300x.model_copy(update={"timing": on_mi300x.timing.model_copy(
+        update={"device_name": "AMD Instinct MI300X"})}))
     export = tmp_path / "kb.jsonl"
     report = export_knowledge_base(source, export)
     assert report.kernels == source.kernel_count() and report.guidance == len(source.guidance())
@@ -42,6 +44,7 @@ def test_bad_rows_are_reported_by_line_and_skipped_and_good_rows_imported(kb, tm
     unknown_problem = make_entry(3, problem="not_a_problem").model_dump(mode="json")
     missing_field = make_entry(4).model_dump(mode="json")
     del missing_field["evidence"]
+    untimed = make_entry(5, time_ms=None).model_dump(mode="json")
     lines = [
         json.dumps({"kind": "kgen-knowledge-base", "version": 1}),
         json.dumps({"kind": "kernel", **good.model_dump(mode="json")}),
@@ -52,12 +55,15 @@ def test_bad_rows_are_reported_by_line_and_skipped_and_good_rows_imported(kb, tm
         json.dumps({"kind": "mystery"}),
         json.dumps([1, 2]),
         json.dumps({"kind": "kernel", **good.model_dump(mode="json")}),
+        json.dumps({"kind": "kernel", **untimed}),
     ]
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n")
     report = import_knowledge_base(kb, path, verify=False)
     reasons = {row.line: row.reason for row in report.bad_rows}
-    assert sorted(reasons) == [3, 4, 5, 6, 7, 8, 9]
+    assert sorted(reasons) == [3, 4, 5, 6, 7, 8, 9, 10]
+    assert reasons[10] == ("not measured: verified on cuda, never timed on a GPU: the knowledge base keeps a "
+                           "kernel only with a timing on its target's GPU (h100)")
     assert reasons[9] == "repeats the kernel of line 2"
     assert "not JSON" in reasons[3]
     assert "code_hash does not match" in reasons[4]

@@ -76,10 +76,16 @@ def test_slower_kernel_kept_only_as_best_of_its_generation(kb):
     assert sorted(_roles(kb).values()) == ["best", "stepping_stone"]
 
 
-def test_unmeasured_kernel_never_beats_a_measured_one(kb):
-    record_kernel(kb, make_entry(1, time_ms=5.0))
-    outcome = record_kernel(kb, make_entry(2, time_ms=None), generation_best=True)
-    assert outcome.action == "added_stepping_stone"
+def test_a_kernel_verified_on_the_cpu_only_is_not_written_and_says_why(kb):
+    """The knowledge base keeps only what was measured: a CPU-verified kernel is no slot's
+    best (an empty slot included) and no stepping stone, and the outcome names the reason."""
+    outcome = record_kernel(kb, make_entry(1, time_ms=None), generation_best=True)
+    assert outcome.action == "not_measured" and kb.kernel_count() == 0
+    assert outcome.reason == ("verified on cuda, never timed on a GPU: the knowledge base keeps a kernel "
+                              "only with a timing on its target's GPU (h100)")
+    record_kernel(kb, make_entry(2, time_ms=5.0))
+    assert record_kernel(kb, make_entry(3, time_ms=None), generation_best=True).action == "not_measured"
+    assert [e.timing.time_ms for e in kb.kernels()] == [5.0]
 
 
 def test_remeasured_duplicate_improves_timing_and_can_take_the_slot(kb):
@@ -124,17 +130,24 @@ def test_a_time_from_another_gpu_never_ranks_a_kernel_for_the_slots_target(kb):
     on_a100 = on_a100.model_copy(update={"timing": on_a100.timing.model_copy(
         update={"device_name": "NVIDIA A100-SXM4-80GB"})})
     record_kernel(kb, on_h100)
-    assert record_kernel(kb, on_a100, generation_best=False).action == "skipped"
-    assert record_kernel(kb, on_a100, generation_best=True).action == "added_stepping_stone"
-    assert _roles(kb) == {on_h100.id: "best", on_a100.id: "stepping_stone"}
+    outcome = record_kernel(kb, on_a100, generation_best=True)
+    assert outcome.action == "not_measured" and "timed on NVIDIA A100-SXM4-80GB, not on h100" in outcome.reason
+    assert _roles(kb) == {on_h100.id: "best"}
+    # nor does it take an empty slot of the H100
+    empty = make_entry(4, problem="softmax", time_ms=0.5)
+    empty = empty.model_copy(update={"timing": on_a100.timing})
+    assert record_kernel(kb, empty).action == "not_measured" and kb.kernel_count() == 1
     # and re-settling the slot (prune, a later write) keeps the H100-timed kernel
-    record_kernel(kb, make_entry(3, time_ms=None), generation_best=True)
+    kb.put_kernels([on_a100.model_copy(update={"role": "stepping_stone"})])  # a store written before the rule
+    prune(kb)
     assert _roles(kb)[on_h100.id] == "best"
 
 
 def test_slots_are_per_target_and_dtype(kb):
     record_kernel(kb, make_entry(1, target="h100"))
-    record_kernel(kb, make_entry(1, target="mi300x"))
+    on_mi300x = make_entry(1, target="mi300x")
+    record_kernel(kb, on_mi300x.model_copy(update={"timing": on_mi300x.timing.model_copy(
+        update={"device_name": "AMD Instinct MI300X"})}))
     record_kernel(kb, make_entry(1, dtype="float32"))
     assert sorted(_roles(kb).values()) == ["best", "best", "best"]
 
@@ -153,6 +166,17 @@ def test_prune_keeps_best_and_newest_stepping_stones(kb):
     assert [e.provenance.created[:10] for e in sorted(left, key=lambda e: e.provenance.created)] == [
         "2026-11-03", "2026-11-04", "2026-11-05"]
     assert [e.timing.time_ms for e in left if e.role == "best"] == [6.0]
+
+
+def test_prune_removes_what_a_store_kept_without_a_timing_on_its_target(kb):
+    """A store written before the knowledge base kept only measured kernels (an offline run's
+    CPU-verified "best" for h100) is cleaned by prune: those go, each with its reason."""
+    timed, untimed = make_entry(1, time_ms=2.0), make_entry(2, problem="softmax", time_ms=None)
+    kb.put_kernels([timed, untimed])
+    dry = prune(kb, dry_run=True)
+    assert dry.removed == [untimed.id] and dry.unmeasured == [untimed.id] and kb.kernel_count() == 2
+    assert prune(kb).removed == [untimed.id]
+    assert [e.id for e in kb.kernels()] == [timed.id]
 
 
 def test_prune_repairs_a_slot_with_two_bests(kb):

@@ -99,7 +99,7 @@ def test_three_generations_against_openai_and_anthropic(tmp_path, llm_server, ho
     assert any(scripted_run.ANTHROPIC_KEY in str(r.headers) for r in llm_server.requests_for("anthropic"))
     written = scripted_run.files_text(run) + "\n".join(lines)
     assert scripted_run.OPENAI_KEY not in written and scripted_run.ANTHROPIC_KEY not in written
-    # a verified winner, written to the knowledge base with its provenance
+    # a verified winner; verified on the CPU only, it is not written to the knowledge base
     best = summary.best["h100"]
     assert best.evidence.trials >= 3 and best.timing_note == "not timed: no GPU here"
     assert any("h100" in line for line in best.compile_report)
@@ -107,10 +107,8 @@ def test_three_generations_against_openai_and_anthropic(tmp_path, llm_server, ho
     assert normalised_code_hash(module) in {normalised_code_hash(scripted_run.SLOW),
                                             normalised_code_hash(scripted_run.FAST)}
     stored = KnowledgeBase.open(str(tmp_path / "kb")).kernels()
-    winner = [e for e in stored if e.problem == "relu_16m"]
-    assert len(winner) == 1 and winner[0].provenance.run_id == summary.run_id
-    assert winner[0].provenance.model in (openai_label, anthropic_label)
-    assert winner[0].code_hash == normalised_code_hash(module)
+    assert [e for e in stored if e.problem == "relu_16m"] == []
+    assert best.knowledge_base.startswith("not written: verified on cpu, never timed on a GPU")
 
 
 def test_model_reads_the_request_and_a_model_without_code_is_one_clear_error(tmp_path, llm_server, home):

@@ -146,3 +146,22 @@ def test_show_says_whether_a_kernel_keeps_its_evidence_bundle_and_prints_it(tmp_
     printed = kgen(tmp_path, "kb", "show", row["id"], "--bundle", "--kb", str(other))
     (tmp_path / "bundle.json").write_text(printed.stdout)
     assert read_bundle(tmp_path / "bundle.json") == bundle
+
+
+@pytest.mark.slow
+def test_an_offline_run_on_a_cpu_writes_no_unmeasured_kernel_and_says_why(tmp_path):
+    """A KernelBench spelling served offline on a CPU is verified, never timed: it does not
+    become the knowledge base's "best" for h100, and the run says so in one line."""
+    from pathlib import Path
+
+    softmax = Path(__file__).parents[2] / "fixtures" / "kernelbench" / "level1" / "23_Softmax.py"
+    run = kgen(tmp_path, "run", "softmax", "--problem", str(softmax), "--budget", "1", "--device", "cpu",
+               "--out", str(tmp_path / "run"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = [line.split("s ", 1)[1] for line in run.stderr.splitlines() if "knowledge base: g0-c00" in line]
+    assert said == ["knowledge base: g0-c00 not written for h100: verified on cpu, never timed on a GPU: the "
+                    "knowledge base keeps a kernel only with a timing on its target's GPU (h100)"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["best"]["h100"]["knowledge_base"].startswith("not written: verified on cpu")
+    listed = kgen(tmp_path, "kb", "list", "--problem", "23_Softmax")
+    assert listed.returncode == 0 and "0 of 0 kernels." in listed.stdout
