@@ -8,6 +8,7 @@ request, and parse errors as one plain line.
   ``error: ...; see `kgen run --help```, exit 2, like every other usage error; typer's boxed
   panel is for help, not for errors.
 * A flag takes no value, so `--help` shows none after it (typer printed ``<bool>``).
+* ``-h`` is ``--help`` for every command (``HELP_OPTION_NAMES``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 import typer
 
 from kgen.errors import KgenUsageError
+
+#: the help option's names, for `kgen` and every command under it
+HELP_OPTION_NAMES = ["-h", "--help"]
 
 
 class MisplacedOptions(KgenUsageError):
@@ -53,7 +57,7 @@ def with_default_command(argv: Sequence[str], command: Any) -> list[str]:
 def _option_of(command: Any, word: str) -> Any:
     """The option of ``command`` that ``word`` names (``--budget``, ``--budget=2``), if any."""
     name = word.split("=", 1)[0]
-    context = typer.Context(command)
+    context = _context(command)
     params = [*command.params, command.get_help_option(context)]
     return next((p for p in params if p is not None and name in (*p.opts, *p.secondary_opts)), None)
 
@@ -74,10 +78,26 @@ def _first_positional(argv: Sequence[str], command: Any) -> int | None:
     return None
 
 
+def _context(command: Any) -> Any:
+    """A context of ``command`` alone, with its settings (the help option's names among them)."""
+    return typer.Context(command, **command.context_settings)
+
+
+def with_short_help(command: Any) -> Any:
+    """``-h`` beside ``--help`` (``HELP_OPTION_NAMES``) for ``command`` and every command under it;
+    returns ``command``. Set on each command, not only the group, so that a context of one command
+    alone (``_option_of``: is ``-h`` an option of `kgen`?) knows the names too. Before anything
+    asks a command for its help option: click keeps the first one it makes."""
+    command.context_settings = {**command.context_settings, "help_option_names": HELP_OPTION_NAMES}
+    for sub in getattr(command, "commands", {}).values():
+        with_short_help(sub)
+    return command
+
+
 def quiet_flag_metavars(command: Any) -> Any:
     """No metavar after a flag in `--help` (typer shows ``<bool>``: a flag takes no value), in
     ``command`` and every command under it; returns ``command``."""
-    context = typer.Context(command)
+    context = _context(command)
     for param in (*command.params, command.get_help_option(context)):
         if param is not None and getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -28,6 +28,7 @@ from kgen.cli.command_line import (
     reflow_help,
     usage_error_line,
     with_default_command,
+    with_short_help,
 )
 from kgen.cli.config import config_command
 from kgen.cli.doctor import doctor_command
@@ -41,6 +42,7 @@ from kgen.cli.solve import solve_command
 from kgen.cli.terminal import err_console, print_error, print_text
 from kgen.cli.train_check import train_check_command
 from kgen.cli.verify import verify_command
+from kgen.core.version import __version__
 from kgen.evals.sandbox.lifecycle import install_signal_handlers
 from kgen.knowledge_base.errors import KnowledgeBaseError
 
@@ -68,6 +70,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+
+
+def _print_version(asked: bool) -> None:
+    """``kgen --version``: ``kgen X.Y.Z`` (the installed distribution's version) and exit 0."""
+    if asked:
+        typer.echo(f"kgen {__version__}")
+        raise typer.Exit(SUCCESS)
+
+
+@app.callback()
+def kgen_options(
+    version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
+                                          help="Print kgen's version and exit.")] = False,
+) -> None:
+    """The options of `kgen` itself (the app's help text is the group's help)."""
+
+
 app.add_typer(problems_app, name="problems")
 app.add_typer(kb_app, name="kb")
 # `kgen --help` lists the commands in this order, then the groups
@@ -87,11 +106,11 @@ app.command("config")(config_command)
 
 
 def kgen_command() -> Any:
-    """The `kgen` command as the process runs it: the app's click command, flags without a
-    metavar in `--help`."""
+    """The `kgen` command as the process runs it: the app's click command, ``-h`` as ``--help``
+    everywhere, flags without a metavar in `--help`."""
     import typer.main
 
-    return reflow_help(quiet_flag_metavars(typer.main.get_command(app)))
+    return reflow_help(quiet_flag_metavars(with_short_help(typer.main.get_command(app))))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -145,3 +145,43 @@ def test_bench_counts_a_problem_it_cannot_read_or_load_and_says_so(tmp_path):
 def test_bench_with_a_missing_suite_is_bad_usage(tmp_path):
     out = kgen("bench", str(tmp_path / "nowhere"))
     assert out.returncode == 2 and "suite folder not found" in out.stderr
+
+
+def test_version_prints_the_installed_distributions_version():
+    from importlib.metadata import version
+
+    for flag in ("--version", "-V"):
+        out = kgen(flag)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == f"kgen {version('kgen')}\n" and out.stderr == ""
+
+
+def _command_paths(command, path=()):
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _command_paths(sub, (*path, name))
+
+
+def test_h_is_help_for_every_command(capsys):
+    """`-h` is `--help` everywhere: the group, each command, each command of a group."""
+    from kgen.cli.command_line import with_default_command
+    from kgen.cli.main import kgen_command
+
+    command = kgen_command()
+    paths = list(_command_paths(command))
+    assert len(paths) > 15
+    for path in paths:
+        shown = []
+        for flag in ("-h", "--help"):
+            args = with_default_command([*path, flag], command)
+            assert command.main(args=args, prog_name="kgen", standalone_mode=False) in (0, None)
+            shown.append(capsys.readouterr().out)
+        assert shown[0] == shown[1] and "Usage: kgen" in shown[0], path
+
+
+def test_h_on_the_real_command_line():
+    for args in (["-h"], ["eval", "-h"], ["kb", "list", "-h"]):
+        out = kgen(*args)
+        first = next(line for line in out.stdout.splitlines() if line.strip())
+        assert out.returncode == 0 and first.split("[")[0].split() == ["Usage:", "kgen", *args[:-1]], \
+            out.stdout[:200] + out.stderr
