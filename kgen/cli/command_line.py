@@ -9,6 +9,9 @@ request, and parse errors as one plain line.
   panel is for help, not for errors.
 * A flag takes no value, so `--help` shows none after it (typer printed ``<bool>``).
 * ``-h`` is ``--help`` for every command (``HELP_OPTION_NAMES``).
+* Help tables follow the width rule of every table (``kgen.cli.terminal``): only the prose
+  wraps, at spaces; an option's name, a type, a word is never cut (typer's own layout cut
+  ``--no-distributions`` to ``--no-distributi…`` at 80 columns).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import typer
+from rich.table import Table
 
+from kgen.cli.terminal import fit_columns
 from kgen.errors import KgenUsageError
 
 #: the help option's names, for `kgen` and every command under it
@@ -104,6 +109,56 @@ def quiet_flag_metavars(command: Any) -> Any:
     for sub in getattr(command, "commands", {}).values():
         quiet_flag_metavars(sub)
     return command
+
+
+class HelpTable(Table):
+    """A table of `--help` (options, commands) laid out by the width rule of every kgen table
+    (``kgen.cli.terminal.fit_columns``): each column at least its longest word, the room left to
+    the columns that lack most, so the prose wraps at spaces and no name is cut. Rich alone
+    shrinks the widest columns first, names included, and ends a cut one with "…"."""
+
+    def add_row(self, *cells: Any, **layout: Any) -> None:
+        """The row, with an option's help made one text: typer gives it as ``Columns`` (the help,
+        then ``[default: ...]``), which has no width of its own to measure, so the width rule
+        could not tell how narrow the prose may be. In an option's row (typer's: [required],
+        name, short name, negative name, negative short name, type, help) the negative names go
+        under the names, not in columns of their own that one option fills and every row pays
+        for (``--no-distributions`` took 20 of 80 columns from the prose)."""
+        if len(cells) >= 6:
+            *head, name, short, negative, negative_short, kind, prose = cells
+            cells = (*head, _stacked(name, negative), _stacked(short, negative_short), kind, prose)
+        super().add_row(*(_one_text(cell) for cell in cells), **layout)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        fit_columns(self, console, options.max_width)
+        yield from super().__rich_console__(console, options)
+
+
+def _stacked(first: Any, second: Any) -> Any:
+    """Two names of a help row as one cell, the second under the first (either may be empty)."""
+    from rich.text import Text
+
+    if not (isinstance(first, Text) and isinstance(second, Text)) or not second.plain:
+        return first
+    return Text("\n").join(part for part in (first, second) if part.plain)
+
+
+def _one_text(cell: Any) -> Any:
+    """A ``Columns`` of texts as one text, the parts separated by a space; any other cell as it is."""
+    from rich.columns import Columns
+    from rich.text import Text
+
+    if isinstance(cell, Columns) and all(isinstance(part, Text) for part in cell.renderables):
+        return Text(" ").join(part for part in cell.renderables if part.plain)
+    return cell
+
+
+def with_whole_help_tables() -> None:
+    """typer's rich help lays out its tables with ``HelpTable`` from now on, in this process (its
+    help module makes each table from the name ``Table`` it imported)."""
+    import typer.rich_utils
+
+    typer.rich_utils.Table = HelpTable  # type: ignore[misc]
 
 
 def reflowed(text: str) -> str:

@@ -29,6 +29,7 @@ from kgen.cli.command_line import (
     usage_error_line,
     with_default_command,
     with_short_help,
+    with_whole_help_tables,
 )
 from kgen.cli.config import config_command
 from kgen.cli.doctor import doctor_command
@@ -107,9 +108,10 @@ app.command("config")(config_command)
 
 def kgen_command() -> Any:
     """The `kgen` command as the process runs it: the app's click command, ``-h`` as ``--help``
-    everywhere, flags without a metavar in `--help`."""
+    everywhere, flags without a metavar in `--help`, help tables that cut no name."""
     import typer.main
 
+    with_whole_help_tables()
     return reflow_help(quiet_flag_metavars(with_short_help(typer.main.get_command(app))))
 
 

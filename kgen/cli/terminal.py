@@ -101,14 +101,7 @@ def print_table(table: Table, out: Console | None = None) -> None:
     longest word (to two characters: "ve/rd/ic/t") when whole columns take the room.
     """
     out = out or console
-    unbounded = out.options.update_width(_UNBOUNDED)
-    spans = [_column_span(out, column) for column in table.columns]
-    overhead = Measurement.get(out, unbounded, table).maximum - sum(hi for _, hi in spans)
-    room = out.width - overhead
-    if sum(hi for _, hi in spans) > room:
-        for column, width in zip(table.columns, _fit(spans, room), strict=True):
-            column.width = width
-    needed = overhead + sum(column.width or hi for column, (_, hi) in zip(table.columns, spans, strict=True))
+    needed = fit_columns(table, out, out.width)
     if needed <= out.width:
         out.print(table)
         return
@@ -118,6 +111,21 @@ def print_table(table: Table, out: Console | None = None) -> None:
         out.print(table)
     finally:
         out.width = width
+
+
+def fit_columns(table: Table, out: Console, width: int) -> int:
+    """Set the columns' widths so that ``table`` fits ``width`` with no word, name or number split
+    (each column at least its longest word, a whole column its widest cell); returns the width
+    the table needs, more than ``width`` where even that does not fit. Leaves the widths to Rich
+    where the table fits as it is. `print_table` and the help tables (``command_line``) ask it."""
+    unbounded = out.options.update_width(_UNBOUNDED)
+    spans = [_column_span(out, column) for column in table.columns]
+    overhead = Measurement.get(out, unbounded, table).maximum - sum(hi for _, hi in spans)
+    room = width - overhead
+    if sum(hi for _, hi in spans) > room:
+        for column, fitted in zip(table.columns, _fit(spans, room), strict=True):
+            column.width = fitted
+    return overhead + sum(column.width or hi for column, (_, hi) in zip(table.columns, spans, strict=True))
 
 
 def _column_span(out: Console, column: Column) -> tuple[int, int]:

@@ -240,3 +240,20 @@ def test_every_commands_help_folds_at_the_terminal_width_not_at_its_docstrings()
     folded = " ".join(line.strip() for line in export.stdout.splitlines())
     assert "a plain function and an nn.Module. A Triton kernel is registered with torch.library.triton_op" in folded
     assert max(len(line) for line in export.stdout.splitlines()) <= 80
+
+
+def test_every_commands_help_keeps_option_names_whole_within_80_columns(capsys, monkeypatch):
+    """At 80 columns `kgen eval --help` cut `--no-distributions` to `--no-distributi…`: in a help
+    table only the prose wraps, at spaces; names and words are never cut, and the help fits."""
+    monkeypatch.setenv("COLUMNS", "80")
+    command = kgen_command()
+    for path, sub in _commands(command):
+        args = path.split()[1:]
+        command.main(args=[*args, "--help"], prog_name="kgen", standalone_mode=False)
+        shown = capsys.readouterr().out
+        assert "…" not in shown, f"{path}: {[line for line in shown.splitlines() if '…' in line]}"
+        assert max(len(line) for line in shown.splitlines()) <= 80, path
+        words = set(shown.replace("│", " ").replace(",", " ").split())
+        for param in getattr(sub, "params", []):
+            names = [name for name in (*param.opts, *param.secondary_opts) if name.startswith("-")]
+            assert all(name in words for name in names), f"{path}: {names} not whole"
