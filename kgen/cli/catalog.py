@@ -3,6 +3,7 @@ hardware targets."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Annotated
 
 import typer
@@ -21,15 +22,28 @@ problems_app = typer.Typer(help="The problem catalog (KernelBench format).", no_
 
 @problems_app.command("list")
 def problems_list() -> None:
-    """List the catalog's problems with their default sizes."""
+    """List the catalog's problems, one line each; `kgen problems show NAME` has the details."""
 
-    table = new_table("kgen problem catalog", "name", "kind", "description", "default sizes",
-                      whole=("name", "kind"))
     infos = catalog()
+    table = new_table("kgen problem catalog", "name", "description", whole=("name",))
+    room = _description_room(console.width, max(len(info.name) for info in infos))
     for info in infos:
-        table.add_row(info.name, info.kind, info.description, sizes_text(info.sizes))
+        table.add_row(info.name, escape(textwrap.shorten(info.description or "-", room, placeholder=" …")))
     print_table(table)
-    console.print(f"{len(infos)} problems. Details: kgen problems show NAME")
+    console.print(f"{len(infos)} problems. Details: kgen problems show NAME", highlight=False)
+
+
+#: what a row of the list spends besides its two cells: the gap between the columns
+_LIST_GAP = 2
+#: the description keeps at least this many characters on a narrow terminal (the row then wraps)
+_LEAST_DESCRIPTION = 20
+
+
+def _description_room(width: int, name_width: int) -> int:
+    """How much of a description fits beside the names on one line of ``width`` columns: a list
+    is one line per problem (33 problems took 244 lines when each description wrapped beside
+    its sizes); the rest of a description is `kgen problems show NAME`'s."""
+    return max(_LEAST_DESCRIPTION, width - name_width - _LIST_GAP)
 
 
 @problems_app.command("show")
