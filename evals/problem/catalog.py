@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,8 +43,45 @@ def _index() -> dict[str, ProblemInfo]:
     return index
 
 
+#: how alike a mistyped name and a real one must be (difflib's ratio over the folded names) to be
+#: suggested: difflib's default, as kgen's other "did you mean"s use
+CLOSE_RATIO = 0.6
+#: the shortest typed text that suggests the names containing it ("relu" does, "re" does not)
+SHORTEST_PART = 3
+
+
+def close_names(typed: str, names: Iterable[str], limit: int = 3) -> list[str]:
+    """The names someone who typed ``typed`` most likely meant, best first, for "did you mean"
+    messages (a problem name, `kgen solve --only`): the one rule for suggesting a name.
+
+    Folded as ``normalise_name`` folds them, a name that is the typed text comes first, then
+    names that begin with it (``36_RMSNorm`` and ``36`` mean ``36_RMSNorm_``), then names that
+    contain it, then close spellings (difflib ratio >= ``CLOSE_RATIO``). A name that shares no
+    real part of the spelling is never suggested: listing whatever comes first, or the least
+    unlike of unrelated names, reads as if kgen knew better.
+    """
+    key = normalise_name(typed)
+    folded = {name: normalise_name(name) for name in names}
+    found: list[str] = []
+
+    def take(matches: Iterable[str]) -> None:
+        found.extend(name for name in matches if name not in found)
+
+    if key:
+        take(name for name, text in folded.items() if text == key)
+        take(name for name, text in folded.items() if text.startswith(key))
+    if len(key) >= SHORTEST_PART:
+        take(name for name, text in folded.items() if key in text)
+    alike = sorted(((difflib.SequenceMatcher(None, key, text).ratio(), name) for name, text in folded.items()),
+                   key=lambda pair: -pair[0])
+    take(name for ratio, name in alike if ratio >= CLOSE_RATIO)
+    return found[:limit]
+
+
 def nearest_names(text: str, limit: int = 3) -> list[str]:
-    """Catalog names closest to what someone typed, for 'did you mean' messages."""
+    """Catalog names loosely nearest to a free-text request (``agent.spec.catalog_matcher``: a
+    description, which may share little spelling with any name). A mistyped *name* is answered
+    by ``close_names``, which suggests nothing rather than something unrelated."""
     index = _index()
     keys = difflib.get_close_matches(normalise_name(text), list(index), n=limit * 3, cutoff=0.4)
     names: list[str] = []
@@ -63,7 +101,8 @@ def resolve_problem(name_or_path: str | Path) -> ProblemInfo:
         return read_problem(path)
     found = _index().get(normalise_name(text))
     if found is None:
-        hint = nearest_names(text)
+        spellings = {key: info.name for info in catalog() for key in (info.name, info.path.stem, *info.aliases)}
+        hint = list(dict.fromkeys(spellings[key] for key in close_names(text, spellings, limit=6)))[:3]
         suffix = f"; did you mean {', '.join(hint)}?" if hint else ""
         raise UnknownProblemError(f"unknown problem '{text}'{suffix} (see `kgen problems list`)")
     return found

@@ -6,6 +6,7 @@ import torch
 from kgen.evals.problem.catalog import (
     UnknownProblemError,
     catalog,
+    close_names,
     paired_backward,
     resolve_problem,
 )
@@ -107,3 +108,28 @@ def test_the_catalog_pairs_a_forward_with_its_backward(forward, backward):
     grads = grads if isinstance(grads, tuple) else (grads,)
     floats = [t for t in inputs if t.is_floating_point()]
     assert [(g.shape, g.dtype) for g in grads] == [(t.shape, t.dtype) for t in floats]
+
+
+KERNELBENCH_NAMES = ["19_ReLU", "20_LeakyReLU", "23_Softmax", "36_RMSNorm_", "37_FrobeniusNorm_", "38_L1Norm_",
+                     "1_Square_matrix_multiplication_", "2_Standard_matrix_multiplication_"]
+
+
+@pytest.mark.parametrize(
+    ("typed", "first"),
+    [("36_RMSNorm", "36_RMSNorm_"),  # the stem without KernelBench's trailing underscore
+     ("36", "36_RMSNorm_"),  # a problem number
+     ("rmsnorm", "36_RMSNorm_"),  # part of the name
+     ("23_Sofmtax", "23_Softmax")],  # a typo
+)
+def test_a_mistyped_name_suggests_the_close_one_first(typed, first):
+    assert close_names(typed, KERNELBENCH_NAMES)[0] == first
+
+
+def test_a_name_like_no_other_suggests_nothing():
+    """'did you mean log_softmax, layernorm_trailing, rmsnorm_forward?' for no_such_problem read as
+    if kgen knew better; a suggestion shares a real part of the spelling or there is none."""
+    assert close_names("no_such_problem", KERNELBENCH_NAMES) == []
+    assert close_names("no_such_problem", [info.name for info in catalog()]) == []
+    with pytest.raises(UnknownProblemError) as caught:
+        resolve_problem("no_such_problem")
+    assert "did you mean" not in str(caught.value) and "kgen problems list" in str(caught.value)
