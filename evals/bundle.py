@@ -160,10 +160,14 @@ def _timings(result: EvalResult) -> dict[str, Interval]:
 
 
 def build_bundle(result: EvalResult, options: EvalOptions, kernel_source: str, problem_source: str,
-                 kernel_file: str, problem_file: str) -> EvidenceBundle:
-    """The bundle of one finished verification, its digests filled in."""
+                 kernel_file: str, problem_file: str, *,
+                 libraries: dict[str, str] | None = None) -> EvidenceBundle:
+    """The bundle of one finished verification, its digests filled in. ``libraries``: the
+    versions the verification ran with where it ran elsewhere and recorded them ({} where it
+    recorded none); by default this process's own, which is where it ran."""
     device_name = result.device_name or (result.bench.device_name if result.bench else "") or str(result.device)
-    libraries = {**toolchain_versions(result.backend), "python": platform.python_version()}
+    if libraries is None:
+        libraries = {**toolchain_versions(result.backend), "python": platform.python_version()}
     bundle = EvidenceBundle(
         kgen_version=result.kgen_version or __version__,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

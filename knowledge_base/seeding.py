@@ -1,10 +1,12 @@
 """Seeding a knowledge base with the shipped kernel library and guidance notes.
 
 Seeds are ordinary entries: each carries the evidence of its GPU verification
-and its measured timing from ``seed_kernels/<backend>/evidence.json`` (see
-``scripts/seed_evidence.py``), tied to the seed's code hash. A seed without
-matching evidence is refused rather than stored unverified. Seeding goes
-through the write-back policy, so running it twice changes nothing.
+and its measured timing from ``seed_kernels/<backend>/evidence.json``, and the evidence
+bundle of that verification from ``seed_kernels/<backend>/bundles/<problem>.json`` (both
+written by ``scripts/seed_evidence.py`` from the recorded GPU run), tied to the seed's code
+hash. A seed without matching evidence or bundle is refused rather than stored unverified.
+Seeding goes through the write-back policy, so running it twice changes nothing (and a store
+seeded before seeds shipped their bundles gets them from `kgen kb init`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kgen.evals.bundle import BundleError, EvidenceBundle, read_bundle
 from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.problem.format import input_dtype
 from kgen.knowledge_base import SEED_KERNELS_DIR
@@ -32,6 +35,8 @@ from kgen.knowledge_base.store import KnowledgeBase
 from kgen.knowledge_base.write_back import record_kernel
 
 EVIDENCE_FILE = "evidence.json"
+#: beside the evidence: each seed's evidence bundle, ``bundles/<problem>.json``
+BUNDLES_DIR = "bundles"
 
 
 class SeedError(KnowledgeBaseError):
@@ -47,6 +52,22 @@ class SeedReport(BaseModel):
 def _spec_text(problem: str) -> str:
     info = resolve_problem(problem)
     return "; ".join([info.name.replace("_", " "), info.description, *info.aliases])
+
+
+def _seed_bundle(backend_dir: Path, problem: str, code_hash: str) -> EvidenceBundle:
+    """The seed's evidence bundle, intact and for its current code; a SeedError otherwise."""
+    where = f"{backend_dir.name}/{BUNDLES_DIR}/{problem}.json"
+    path = backend_dir / BUNDLES_DIR / f"{problem}.json"
+    if not path.is_file():
+        raise SeedError(f"seed {backend_dir.name}/{problem}.py has no evidence bundle ({where}): "
+                        "re-run scripts/seed_evidence.py")
+    try:
+        bundle = read_bundle(path)
+    except BundleError as exc:
+        raise SeedError(f"seed bundle {where}: {exc.message}") from exc
+    if normalised_code_hash(bundle.kernel_source) != code_hash or bundle.problem != problem:
+        raise SeedError(f"seed bundle {where} is the evidence of other code: re-run scripts/seed_evidence.py")
+    return bundle
 
 
 def seed_entries(directory: Path = SEED_KERNELS_DIR) -> list[KernelEntry]:
@@ -84,6 +105,7 @@ def seed_entries(directory: Path = SEED_KERNELS_DIR) -> list[KernelEntry]:
                     timing=Timing.model_validate(record["timing"]),
                     provenance=Provenance(model="seed", run_id=record["measured_by"]),
                     code_hash=code_hash,
+                    bundle=_seed_bundle(backend_dir, problem, code_hash),
                 )
             )
     return entries

@@ -13,8 +13,17 @@ without a new GPU run is caught (tests/knowledge_base/test_seeding.py). A seed w
 GPU verdict is not "passed" gets no evidence (and so cannot ship). A seed with no run in
 ``--runs`` keeps its recorded evidence if its code is unchanged.
 
+Beside the evidence, each seed's evidence bundle (``bundles/<problem>.json``, which
+``kgen kb show ID --bundle`` prints and ``kgen verify`` re-checks) is built from the same GPU
+run: only where that run is the one the evidence was distilled from (the same verdict, seeds
+and sizes) for the seed's current code. The run's options are the command's that made it
+(``--small``, ``--timeout``); what the run did not record (the libraries' versions) stays
+empty, never this machine's.
+
     python scripts/seed_evidence.py                      # triton
     python scripts/seed_evidence.py --backend cute --seeds DIR
+    python scripts/seed_evidence.py --bundles-only --runs docs/gpu_runs/library_ii/level1_spellings_results \
+        --small --timeout 150                            # bundles of seeds verified by kgen bench --small
 """
 
 from __future__ import annotations
@@ -23,10 +32,15 @@ import argparse
 import json
 from pathlib import Path
 
+from kgen.backends.device import Device
+from kgen.evals.bundle import build_bundle, write_bundle
+from kgen.evals.harness import EvalOptions
+from kgen.evals.problem.catalog import resolve_problem
 from kgen.evals.result import EvalResult
 from kgen.knowledge_base import SEED_KERNELS_DIR
 from kgen.knowledge_base.code_hash import normalised_code_hash
-from kgen.knowledge_base.schema import Timing
+from kgen.knowledge_base.schema import Timing, VerificationSummary
+from kgen.knowledge_base.seeding import BUNDLES_DIR
 from kgen.knowledge_base.write_back import summarise_verification
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,6 +103,29 @@ def evidence_for(seeds: Path, runs: Path, suite_path: Path, script: str,
     return evidence
 
 
+def write_bundles(seeds: Path, runs: Path, evidence: dict[str, dict], *, small: bool, timeout_s: float | None) -> int:
+    """Write ``bundles/<problem>.json`` for every seed whose run in ``runs`` is the one its
+    ``evidence`` stands on (see the module docstring); how many were written."""
+    written = 0
+    for seed in sorted(seeds.glob("*.py")):
+        record, run = evidence.get(seed.stem), _run_file(runs, seed.stem)
+        source = seed.read_text()
+        if record is None or run is None or record["code_hash"] != normalised_code_hash(source):
+            continue
+        result = EvalResult.model_validate_json(run.read_text())
+        if not result.passed or summarise_verification(result) != VerificationSummary.model_validate(record["evidence"]):
+            print(f"no bundle for {seed.name}: {run} is not the run its evidence was distilled from")
+            continue
+        options = EvalOptions(device=Device(result.device), backend=result.backend, targets=list(result.targets),
+                              small_sizes=small, bench=result.bench is not None,
+                              **({} if timeout_s is None else {"timeout_s": timeout_s}))
+        problem = resolve_problem(result.problem).path
+        bundle = build_bundle(result, options, source, problem.read_text(), seed.name, problem.name, libraries={})
+        write_bundle(bundle, seeds / BUNDLES_DIR / f"{seed.stem}.json")
+        written += 1
+    return written
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="triton", choices=sorted(RECORDS))
@@ -98,15 +135,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--suite", type=Path, help="the kgen bench suite.json with the timings")
     parser.add_argument("--verified-by", help="what made the verdicts in --runs, as the evidence will say "
                         "(default: the backend's full-size kgen eval script)")
+    parser.add_argument("--small", action="store_true", help="the runs in --runs verified at the small size plan "
+                        "(kgen bench --small): their bundles say so")
+    parser.add_argument("--timeout", type=float, help="the per-candidate timeout the runs had (default: kgen's)")
+    parser.add_argument("--bundles-only", action="store_true", help="write the bundles of the recorded evidence's "
+                        "runs, leave evidence.json as it is")
     args = parser.parse_args(argv)
     seeds = args.seeds or SEED_KERNELS_DIR / args.backend
     runs, suite, script = RECORDS[args.backend]
     runs, suite, script = args.runs or runs, args.suite or suite, args.verified_by or script
     out = args.out or seeds / "evidence.json"
     previous = json.loads(out.read_text()) if out.is_file() else {}
-    evidence = evidence_for(seeds, runs, suite, script, previous)
-    out.write_text(json.dumps(evidence, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {out}: {len(evidence)} seed kernels")
+    evidence = previous if args.bundles_only else evidence_for(seeds, runs, suite, script, previous)
+    if not args.bundles_only:
+        out.write_text(json.dumps(evidence, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {out}: {len(evidence)} seed kernels")
+    written = write_bundles(seeds, runs, evidence, small=args.small, timeout_s=args.timeout)
+    print(f"wrote {written} evidence bundles under {seeds / BUNDLES_DIR}")
 
 
 if __name__ == "__main__":

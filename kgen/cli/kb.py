@@ -134,7 +134,9 @@ def kb_show(
     entry = _one(_open(kb), kernel_id)
     if bundle_output:
         if entry.bundle is None:
-            fail_usage(f"kernel {entry.id} has no evidence bundle stored with it")
+            why = ("; a seed stored before seeds shipped their bundles: `kgen kb init` adds them"
+                   if entry.provenance.model == "seed" else "")
+            fail_usage(f"kernel {entry.id} has no evidence bundle stored with it{why}")
         print(entry.bundle.model_dump_json(indent=1))
         return
     if json_output:

@@ -26,6 +26,37 @@ def test_every_seed_has_gpu_evidence_for_its_current_code():
         assert entry.provenance.model == "seed"
 
 
+def test_every_seed_ships_with_the_evidence_bundle_of_its_gpu_verification():
+    """`kgen kb show ID --bundle` works for a seed: its bundle is the GPU run its evidence was
+    distilled from (the same verdict, seeds and sizes), for its current code, intact."""
+    from kgen.backends.device import Device
+    from kgen.evals.bundle import tampered_parts
+    from kgen.knowledge_base.code_hash import normalised_code_hash
+    from kgen.knowledge_base.write_back import summarise_verification
+
+    entries = seed_entries()
+    assert {e.backend for e in entries} == {"triton", "cute"}
+    for entry in entries:
+        bundle = entry.bundle
+        assert bundle is not None, f"{entry.backend}/{entry.problem}"
+        assert tampered_parts(json.loads(bundle.model_dump_json())) == [], entry.problem
+        assert normalised_code_hash(bundle.kernel_source) == entry.code_hash, entry.problem
+        assert bundle.settings.device is Device.CUDA and bundle.result.passed, entry.problem
+        assert summarise_verification(bundle.result) == entry.evidence, entry.problem
+        # what the GPU run did not record is not filled in from this machine
+        assert bundle.libraries == {} and bundle.kgen_version == entry.evidence.kgen_version, entry.problem
+
+
+def test_a_seed_whose_bundle_is_for_other_code_is_refused(tmp_path):
+    (tmp_path / "triton" / "bundles").mkdir(parents=True)
+    for name in ("softmax.py", "evidence.json"):
+        (tmp_path / "triton" / name).write_text((SEED_KERNELS_DIR / "triton" / name).read_text())
+    (tmp_path / "triton" / "bundles" / "softmax.json").write_text(
+        (SEED_KERNELS_DIR / "triton" / "bundles" / "gelu.json").read_text())
+    with pytest.raises(SeedError, match="bundles/softmax.json is the evidence of other code"):
+        seed_entries(tmp_path)
+
+
 def test_a_seed_edited_without_a_new_gpu_run_is_refused(tmp_path):
     (tmp_path / "triton").mkdir()
     source = (SEED_KERNELS_DIR / "triton" / "softmax.py").read_text()

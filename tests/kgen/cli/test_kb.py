@@ -115,21 +115,42 @@ def test_corrupt_store_is_a_clear_error(tmp_path):
 
 
 def test_show_says_whether_a_kernel_keeps_its_evidence_bundle_and_prints_it(tmp_path):
-    """A seed has no bundle (and `--bundle` says so, exit 2); an entry imported with one shows
-    it in a line, and `--bundle` prints it intact for `kgen verify`."""
+    """Every seed ships with the bundle of its GPU verification: `kgen kb show` says so in a line
+    and `--bundle` prints it intact for `kgen verify`; an entry stored without one says so
+    (and `--bundle` is one error line, exit 2); one imported with a bundle prints that."""
     from kgen.evals.bundle import build_bundle, read_bundle
     from kgen.evals.harness import EvalOptions
     from kgen.evals.result import EvalResult
     from kgen.evals.verdict import StageResult, StageStatus, Verdict
+    from kgen.knowledge_base.seeding import seed_entries
 
     export = tmp_path / "kb.jsonl"
     assert kgen(tmp_path, "kb", "export", str(export)).returncode == 0
-    header, first = export.read_text().splitlines()[:2]
-    row = json.loads(first)
-    seed = kgen(tmp_path, "kb", "show", row["id"], "--no-source")
-    assert "evidence bundle: none stored with this kernel" in seed.stdout
-    refused = kgen(tmp_path, "kb", "show", row["id"], "--bundle")
+    header, *rows = export.read_text().splitlines()
+    kernels = [json.loads(line) for line in rows if json.loads(line)["kind"] == "kernel"]
+    shipped = {e.id: e.bundle for e in seed_entries()}
+    assert {r["id"] for r in kernels} == set(shipped)
+    for row in kernels[:3]:
+        seed = kgen(tmp_path, "kb", "show", row["id"], "--no-source")
+        bundle = shipped[row["id"]]
+        assert f"evidence bundle: passed on {bundle.device_name}, kgen {bundle.kgen_version}" in seed.stdout
+        printed = kgen(tmp_path, "kb", "show", row["id"], "--bundle")
+        assert printed.returncode == 0, printed.stderr
+        (tmp_path / "seed_bundle.json").write_text(printed.stdout)
+        assert read_bundle(tmp_path / "seed_bundle.json") == shipped[row["id"]]
+
+    row = {k: v for k, v in kernels[0].items() if k != "bundle"}
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(header + "\n" + json.dumps(row) + "\n")
+    bare = tmp_path / "bare-store"
+    assert kgen(tmp_path, "kb", "import", str(plain), "--no-verify", "--kb", str(bare)).returncode == 0
+    shown = kgen(tmp_path, "kb", "show", row["id"], "--no-source", "--kb", str(bare))
+    assert "evidence bundle: none stored with this kernel" in shown.stdout
+    refused = kgen(tmp_path, "kb", "show", row["id"], "--bundle", "--kb", str(bare))
     assert refused.returncode == 2 and f"kernel {row['id']} has no evidence bundle" in refused.stderr
+    assert "`kgen kb init` adds them" in refused.stderr
+    assert kgen(tmp_path, "kb", "init", "--kb", str(bare)).returncode == 0
+    assert kgen(tmp_path, "kb", "show", row["id"], "--bundle", "--kb", str(bare)).returncode == 0
 
     result = EvalResult(problem=row["problem"], problem_path="p.py", candidate="k.py", backend=row["backend"],
                         device="cpu", verdict=Verdict.PASSED, kgen_version="1.2.3",
