@@ -1,4 +1,5 @@
-"""A run's outputs: ``summary.json``, the best kernel per target as a module, and the final table.
+"""A run's outputs: ``summary.json`` and the best kernel per target as a module (the table a
+person reads is drawn from the summary by ``kgen.cli.run_summary``).
 
 The summary is also what ``kgen.generate()`` returns, so a script and a person
 reading the terminal see the same figures; every figure in it comes from an
@@ -21,12 +22,10 @@ from kgen.backends.device import Device
 from kgen.backends.registry import backend_info
 from kgen.core.text import counted
 from kgen.evals.problem.catalog import resolve_problem
-from kgen.evals.timeline import OTHER, SEPARATOR, busy_fraction, phase_totals
+from kgen.evals.timeline import SEPARATOR, busy_fraction, phase_totals
 from kgen.knowledge_base.schema import Timing
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from kgen.evals.result import EvalResult
 
 
@@ -273,94 +272,9 @@ def speedup_cell(timing: Timing, baseline: str, ratio: float | None) -> str:
     return ("≈" if ratio is not None and baseline in timing.same_speed_as else "") + _num(ratio, "{:.2f}x")
 
 
-def render_summary(summary: RunSummary, console: Console) -> None:
-    """The final table: per target, best time, speedups, %SOL and the verification evidence.
-    A request over several backends prints each backend's table, then the fastest per target."""
-    from rich.table import Table
-
-    if summary.by_backend:
-        for backend_summary in summary.by_backend.values():
-            render_summary(backend_summary, console)
-            console.print()
-        for note in summary.notes:
-            console.print(f"note: {note}", highlight=False, soft_wrap=True)
-        for target, best in summary.best.items():
-            console.print(f"{target}: best kernel {best.candidate} ({best.backend}): {best.module}",
-                          highlight=False, soft_wrap=True)
-        console.print(f"run directory: {summary.run_dir}", highlight=False, soft_wrap=True)
-        return
-    table = Table(title=f"kgen run {summary.run_id}: {summary.problem} ({summary.backend})",
-                  title_justify="left")
-    for column in ("target", "kernel", "ms", "vs eager", "vs compile", "%SOL", "verified"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("target", "kernel"))
-    for target in summary.targets:
-        best = summary.best.get(target)
-        if best is None:
-            table.add_row(target, "-", "-", "-", "-", "-", "no verified kernel")
-            continue
-        ev = best.evidence
-        verified = (f"{ev.trials} trials, {len(ev.seeds)} seeds, {len(ev.shapes)} shapes, "
-                    f"{len(ev.distributions)} distributions on {ev.device}")
-        if best.timing_note:  # figures from another GPU (or none) say nothing about this target
-            table.add_row(target, best.candidate, "-", "-", "-", "-", verified)
-            continue
-        table.add_row(target, best.candidate, _num(best.time_ms),
-                      speedup_cell(best, "eager", best.speedup_vs_eager),
-                      speedup_cell(best, "torch.compile", best.speedup_vs_compile),
-                      _num(best.pct_of_sol, "{:.0f}"), verified)
-    console.print(table)
-    for target, best in summary.best.items():
-        if best.timing_note:
-            console.print(f"{target}: {best.timing_note}", highlight=False, soft_wrap=True)
-        if best.compile_report:
-            console.print(f"{target} cross-compile: " + "; ".join(best.compile_report),
-                          highlight=False, soft_wrap=True)
-        console.print(f"{target} kernel: {best.module}", highlight=False, soft_wrap=True)
-    rejected = ", ".join(f"{k} {v}" for k, v in sorted(summary.rejected.items()))
-    console.print(
-        f"{counted(summary.candidates, 'candidate')}: {summary.passed} passed"
-        + (f", rejected: {rejected}" if rejected else "")
-        + (f", {summary.no_code} without code" if summary.no_code else ""),
-        highlight=False, soft_wrap=True,
-    )
-    render_evaluation_time(summary, console)
-    usage = summary.usage
-    if usage.get("total_calls"):
-        cost = usage.get("total_cost_usd") or 0.0
-        console.print(f"models: {counted(usage['total_calls'], 'call')}, {usage['total_tokens']} tokens, "
-                      f"${cost:.4f}" + (f" ({counted(usage['unpriced_calls'], 'call')} unpriced)"
-                                        if usage.get("unpriced_calls") else ""),
-                      highlight=False, soft_wrap=True)
-    for note in summary.notes:
-        console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    if summary.no_model_code:
-        console.print("no model produced code: " + (
-            "the kernel above is the knowledge base's, re-measured; check the models (`kgen doctor`)"
-            if summary.best else "check the models (`kgen doctor`)"), style="bold", highlight=False, soft_wrap=True)
-    console.print(f"run directory: {summary.run_dir}", highlight=False, soft_wrap=True)
-
-
 def top_level_phases(phase_seconds: dict[str, float]) -> dict[str, float]:
     """The phases that add up to the evaluations' seconds (nested ones are inside them)."""
     return {name: seconds for name, seconds in phase_seconds.items() if SEPARATOR not in name}
-
-
-def render_evaluation_time(summary: RunSummary, console: Console) -> None:
-    """A short table of where the evaluations' seconds went, and how busy they kept the GPU."""
-    from rich.table import Table
-
-    spent = EvaluationTime.model_validate(summary.model_dump(include=set(EvaluationTime.model_fields)))
-    phases = top_level_phases(spent.phase_seconds)
-    if not phases:
-        return
-    total = sum(phases.values()) or 1.0
-    table = Table(title="evaluation time by phase (all evaluations)", title_justify="left")
-    for column in ("phase", "s", "share"):
-        table.add_column(column, justify="left" if column == "phase" else "right")
-    for name, seconds in sorted(phases.items(), key=lambda item: (item[0] == OTHER, -item[1])):
-        table.add_row(name, f"{seconds:.2f}", f"{100 * seconds / total:.0f}%")
-    console.print(table)
-    console.print(busy_line(spent), highlight=False, soft_wrap=True)
 
 
 def busy_line(spent: EvaluationTime) -> str:

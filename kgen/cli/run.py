@@ -14,14 +14,15 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from kgen.agent.run_directory import RunDirectory
 from kgen.agent.runs.start import resume_run
-from kgen.agent.runs.summary import render_summary
 from kgen.api import api_keys, run_options
 from kgen.cli.display import RunStatusLine
 from kgen.cli.option_flags import with_run_options
-from kgen.cli.terminal import console, err_console, fail_usage
+from kgen.cli.run_summary import render_summary
+from kgen.cli.terminal import console, err_console, fail_usage, new_table, print_table
 from kgen.core.settings import load_settings
 from kgen.core.text import counted
 from kgen.errors import KgenUsageError
@@ -128,14 +129,11 @@ def runs_command() -> None:
     """List runs in $KGEN_HOME/runs, newest last, with their outcome."""
     import json
 
-    from rich.table import Table
-
     from kgen.agent.runs.run_end import standing
 
     settings = _settings({})
-    table = Table(title=f"runs in {settings.runs_location}", title_justify="left")
-    for column in ("run", "request", "outcome"):
-        table.add_column(column, overflow="fold", no_wrap=column == "run")
+    console.print(Text(f"runs in {settings.runs_location}", style="table.title"), highlight=False, soft_wrap=True)
+    table = new_table(None, "run", "request", "outcome", whole=("run",))
     paths = RunDirectory.list_runs(settings.runs_location)
     for path in paths:
         request = json.loads((path / "run.json").read_text())["options"]["request"]
@@ -147,6 +145,6 @@ def runs_command() -> None:
             where = standing(path, path.name)
             reason = f"{where.reason}; " if where.reason and where.reason != where.state else ""
             outcome = f"{where.state}: {reason}{where.hint}"
-        table.add_row(path.name, request, outcome)
-    console.print(table)
+        table.add_row(path.name, escape(request), escape(outcome))
+    print_table(table)
     console.print(counted(len(paths), "run"), highlight=False)

@@ -13,7 +13,8 @@ from rich.console import Console
 import kgen
 from kgen.agent.runs.backend_runs import fastest
 from kgen.agent.runs.start import resume_run
-from kgen.agent.runs.summary import BestKernel, Evidence, RunSummary, render_summary
+from kgen.agent.runs.summary import BestKernel, Evidence, RunSummary
+from kgen.cli.run_summary import render_summary
 
 
 @pytest.mark.slow
