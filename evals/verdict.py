@@ -22,13 +22,22 @@ class ResultModel(BaseModel):
     model_config = ConfigDict(ser_json_inf_nan="constants")
 
 
-class StageStatus(str, Enum):
+class Word(str, Enum):
+    """A word of the verifier's vocabulary: printed as itself (``passed``), also in an f-string.
+    A ``str`` enum prints as ``Verdict.PASSED`` (Python 3.11 made f-strings do so too), which a
+    script's ``print(result.verdict)`` showed its reader; the value is what JSON holds too."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class StageStatus(Word):
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
 
 
-class RejectionClass(str, Enum):
+class RejectionClass(Word):
     """Why a candidate was rejected. Values are stable: JSON consumers match on them."""
 
     LOAD_ERROR = "load_error"  # syntax error, import error, exception at import
@@ -82,12 +91,12 @@ class Rejected(Exception):
         self.evidence = dict(evidence or {})
 
 
-class InconclusiveCause(str, Enum):
+class InconclusiveCause(Word):
     """Why no verdict could be reached: the harness's limits, never the candidate's fault."""
 
     NEEDS_GPU = "needs_gpu"  # the CPU interpreter cannot run what the kernel uses; a GPU can judge it
     HARNESS_ERROR = "harness_error"  # kgen's own work failed (a bug or a limit of the verifier)
-    CPU_TIME_LIMIT = "cpu_time_limit"  # the CPU interpreter ran out of time on a kernel that was passing
+    CPU_TIME_LIMIT = "cpu_time_limit"  # the CPU interpreter's time limit came while the kernel still advanced
     OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory; whose allocation is not known
     HARNESS_OOM = "harness_oom"  # kgen's own checks (reference, copies, comparison) did not fit
     CANDIDATE_OOM = "candidate_oom"  # the candidate's call exhausted memory while kgen stayed within its plan
@@ -109,7 +118,7 @@ class SkipTrial(Exception):
     """A trial the reference itself cannot judge: recorded, never held against the candidate."""
 
 
-class Verdict(str, Enum):
+class Verdict(Word):
     PASSED = "passed"
     REJECTED = "rejected"
     #: no verdict: the harness could not judge (``EvalResult.inconclusive`` says why)

@@ -86,3 +86,17 @@ def test_evaluate_with_no_seeds_is_a_usage_error():
 def test_evaluate_with_a_misspelt_option_names_it():
     with pytest.raises(kgen.KgenUsageError, match="n_seed"):
         kgen.evaluate("rmsnorm_backward", "missing.py", n_seed=1)
+
+
+def test_a_result_prints_its_verdict_as_the_plain_word(capsys):
+    """`print(result.verdict)` printed `Verdict.PASSED`, and so did an f-string."""
+    from kgen.evals.verdict import InconclusiveCause, RejectionClass, StageStatus
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    result = kgen.evaluate(fixtures / "problems" / "relu_kernelbench.py",
+                           fixtures / "candidates" / "relu_kernelbench_solution.py", device="cpu", n_seeds=1)
+    print(result.verdict, result.stages[0].status)
+    assert capsys.readouterr().out == "passed passed\n"
+    assert f"{result.verdict}" == str(result.verdict) == "passed" and f"{result.verdict:>8}" == "  passed"
+    words = (RejectionClass.MISMATCH, InconclusiveCause.CPU_TIME_LIMIT, StageStatus.SKIPPED)
+    assert [f"{word}" for word in words] == ["numerical_mismatch", "cpu_time_limit", "skipped"]
