@@ -65,6 +65,12 @@ class TamperedKernelError(ImportError):
     """A kernel or reference file whose bytes are not the ones exported."""
 
 
+class NoGpuError(RuntimeError):
+    """A kernel called where it cannot run: no CUDA GPU, and (for Triton) no interpreter asked
+    for. Said before the launch, in words, instead of the backend's own failure deep in its
+    driver lookup (Triton's "0 active drivers")."""
+
+
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -115,6 +121,18 @@ def _interpreted(kernel: Any) -> bool:
     except ImportError:
         return False
     return isinstance(kernel, InterpretedFunction)
+
+
+def _interprets(value: Any) -> bool:
+    """``value`` is an interpreted Triton kernel, or wraps one (``triton.autotune`` and
+    ``triton.heuristics`` keep the kernel they wrap as ``fn``)."""
+    for _ in range(4):
+        if _interpreted(value):
+            return True
+        value = getattr(value, "fn", None)
+        if value is None:
+            return False
+    return False
 
 
 def _twin(kernel: Any) -> Any:
@@ -223,6 +241,8 @@ class Kernel:
         self.inputs: list[dict[str, Any]] = entry["inputs"]
         self.init: list[dict[str, Any]] = entry["init"]
         self._models: dict[tuple[Any, ...], torch.nn.Module] = {}
+        #: its Triton kernels were made for Triton's CPU interpreter (TRITON_INTERPRET=1 at import)
+        self.interpreted = any(_interprets(value) for value in vars(self.kernel).values())
 
     @property
     def n_inputs(self) -> int:
@@ -280,12 +300,28 @@ class Kernel:
         outputs' shapes and dtypes must be the reference's on the same fake tensors."""
         inputs, init = self.split(args)
         if not _traced(inputs):
+            self.check_device()
             return _fresh(self.model(init)(*inputs), inputs)
         with recorded_launches():
             out = self.model(init)(*inputs)
         if _fake_only(inputs):
             self._check_like_reference(out, inputs, init)
         return _fresh(out, inputs)
+
+    def check_device(self) -> None:
+        """``NoGpuError`` when this kernel cannot run here: no CUDA GPU (torch sees none) and its
+        kernels are not the interpreter's; the message says what works without one."""
+        if self.interpreted or torch.cuda.is_available():
+            return
+        if self.entry.get("backend") == "triton":
+            instead = (f"set TRITON_INTERPRET=1 before importing {self.package} to run its Triton kernels in "
+                       "Triton's CPU interpreter (slow: for checking, not speed), or run its tests (python -m pytest "
+                       "tests), which do that")
+        else:
+            instead = (f"its {self.entry.get('backend', 'kernel')} kernels do not run on a CPU; the problem's "
+                       f"reference ({self.entry['reference_file']}) computes the same on any device")
+        raise NoGpuError(f"{self.qualified} needs a CUDA GPU and this machine has none (torch sees no CUDA device). "
+                         f"Without one: {instead}")
 
     def _check_like_reference(self, out: Any, inputs: Sequence[Any], init: tuple[Any, ...]) -> None:
         """The traced outputs' shapes and dtypes against the reference's on the same fake inputs."""

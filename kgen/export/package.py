@@ -80,7 +80,8 @@ def _probe_registrations(manifest: Manifest, package_dir: Path) -> None:
     if not candidates:
         return
     try:
-        done = subprocess.run([sys.executable, str(package_dir / "_runtime.py"), "--probe"], cwd=package_dir,
+        # the script's path absolute: it runs in the package's folder, where a relative one is not
+        done = subprocess.run([sys.executable, str(package_dir.resolve() / "_runtime.py"), "--probe"], cwd=package_dir,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         answers = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
         failure = "" if answers is not None else (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -117,11 +118,11 @@ def _init_text(manifest: Manifest) -> str:
         "manifest.json says what each kernel is, how it was verified and what it accepts.",
         '"""',
         "",
-        "from ._runtime import Package, TamperedKernelError",
+        "from ._runtime import NoGpuError, Package, TamperedKernelError",
         "",
         f"package = Package({manifest.package!r})",
     ]
-    names = ["package", "TamperedKernelError"]
+    names = ["package", "NoGpuError", "TamperedKernelError"]
     for entry in manifest.kernels:
         cls = "".join(part.capitalize() for part in entry.name.split("_"))
         lines += [f"{entry.name} = package.function({entry.name!r})", f"{cls} = package.module_class({entry.name!r})"]

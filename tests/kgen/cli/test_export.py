@@ -21,10 +21,10 @@ SEEDS = Path(SEED_KERNELS_DIR) / "triton"
 REDTEAM = Path(__file__).resolve().parents[2] / "fixtures" / "candidates"
 
 
-def kgen(*args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+def kgen(*args: str, home: Path, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = os.environ | {"KGEN_HOME": str(home), "TRITON_INTERPRET": "1"}
     return subprocess.run([sys.executable, "-m", "kgen.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 def _one_line_refusal(done: subprocess.CompletedProcess, *words: str) -> None:
@@ -167,3 +167,37 @@ def test_an_export_says_which_ops_the_compiler_sees(tmp_path):
     assert [(e["name"], e["registration"], e["registration_note"]) for e in manifest["kernels"]] == [
         ("softmax", "triton_op", "")]
     assert "opaque to torch.compile" not in done.stdout
+
+
+def test_an_export_into_a_relative_folder_still_probes_the_trace(tmp_path):
+    done = kgen("export", str(SEEDS / "softmax.py"), "--problem", "softmax", "--out", "pkg", "--name", "near_ops",
+                home=tmp_path / "home", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "pkg" / "near_ops" / "manifest.json").read_text())
+    assert manifest["kernels"][0]["registration"] == "triton_op", manifest["kernels"][0]["registration_note"]
+    assert "opaque to torch.compile" not in done.stdout
+
+
+CALL = "import torch, cpu_ops; print(cpu_ops.softmax(torch.randn(4, 8)).sum(dim=1))"
+
+
+def test_a_package_called_without_a_gpu_says_plainly_what_it_needs_and_what_works(tmp_path):
+    """On a machine without a GPU an exported Triton kernel is one clear error naming the
+    package and the op, that it needs a CUDA GPU, and what runs without one; never Triton's
+    "0 active drivers". With TRITON_INTERPRET=1 (what the error suggests) the same call runs."""
+    out = tmp_path / "pkg"
+    assert kgen("export", str(SEEDS / "softmax.py"), "--problem", "softmax", "--out", str(out), "--name", "cpu_ops",
+                home=tmp_path / "home").returncode == 0
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"PYTHONPATH": str(out),
+                                                                             "CUDA_VISIBLE_DEVICES": ""}
+    bare = subprocess.run([sys.executable, "-c", CALL], capture_output=True, text=True, env=env, timeout=300)
+    assert bare.returncode == 1 and "active drivers" not in bare.stderr, bare.stderr
+    assert bare.stderr.strip().splitlines()[-1] == (
+        "cpu_ops._runtime.NoGpuError: cpu_ops.softmax needs a CUDA GPU and this machine has none (torch sees no "
+        "CUDA device). Without one: set TRITON_INTERPRET=1 before importing cpu_ops to run its Triton kernels in "
+        "Triton's CPU interpreter (slow: for checking, not speed), or run its tests (python -m pytest tests), "
+        "which do that")
+    interpreted = subprocess.run([sys.executable, "-c", CALL], capture_output=True, text=True, timeout=300,
+                                 env=env | {"TRITON_INTERPRET": "1"})
+    assert interpreted.returncode == 0, interpreted.stderr
+    assert "tensor([1.0000, 1.0000, 1.0000, 1.0000])" in interpreted.stdout
