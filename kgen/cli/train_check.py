@@ -2,20 +2,27 @@
 
 Exit 0: the kernel run agrees with stock (loss within the stock noise band, no module drifted);
 1: it disagrees; 2: bad usage (a missing folder, an unknown size, no transformers); 3: inconclusive
-(a stock run or the kernel run could not run here). The work is in ``kgen/train_check/``.
+(a stock run or the kernel run could not run here); 130: interrupted (it says so; nothing is
+written). Progress lines go to stderr as `kgen run`'s do (``kgen.cli.run.LiveProgress``). The work
+is in ``kgen/train_check/``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kgen.cli.exit_codes import NO_MODEL_CODE_OR_INCONCLUSIVE, NOT_VERIFIED, SUCCESS
-from kgen.cli.terminal import fail_usage, print_text
+from kgen.cli.exit_codes import INTERRUPTED, NO_MODEL_CODE_OR_INCONCLUSIVE, NOT_VERIFIED, SUCCESS
+from kgen.cli.terminal import err_console, fail_usage, print_text
 from kgen.errors import KgenUsageError
+
+if TYPE_CHECKING:
+    from kgen.train_check.profile_check import ProfileCheck
+    from kgen.train_check.report import TrainCheckResult
 
 
 def train_check_command(
@@ -70,30 +77,50 @@ def train_check_command(
             fail_usage(f"{flag} {path}: no folder {path.parent} to write it in")
     try:
         where = resolve_device(device)  # type: ignore[arg-type]
-        if not where.is_gpu:
-            os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
-        from kgen.train_check.check import run_check
-        from kgen.train_check.report import text_report
-
-        result = run_check(kernels=kernels, steps=steps, size=size, device="cuda" if where.is_gpu else "cpu",
-                           seed=seed, export=export, fused=fused)
     except KgenUsageError as exc:
         fail_usage(str(exc))
+    if not where.is_gpu:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
+    from kgen.cli.run import LiveProgress
+
+    try:
+        with LiveProgress() as progress:
+            result, found = _check(kernels, export, fused, steps, size, "cuda" if where.is_gpu else "cpu", seed,
+                                   profile is not None, progress)
+    except KgenUsageError as exc:
+        fail_usage(str(exc))
+    except KeyboardInterrupt:
+        err_console.print("interrupted: the check stopped before its verdict; nothing was written", highlight=False)
+        raise typer.Exit(INTERRUPTED) from None
+    from kgen.train_check.report import text_report
+
     print_text(result.model_dump_json(indent=2) if as_json else text_report(result))
     if plot is not None:
         from kgen.train_check.report import curves_picture
 
         plot.write_text(curves_picture(result))
         typer.echo(f"loss curves: {plot}", err=as_json)  # --json keeps standard output one JSON document
-    if profile is not None:
-        from kgen.train_check.check import model_size
-        from kgen.train_check.profile_check import profile_check
-
-        # Inductor on a GPU; on a CPU the kernels run in Triton's interpreter, which only aot_eager can call
-        found = profile_check(model_size(size)[1], "cuda" if where.is_gpu else "cpu", kernels, export, fused,
-                              backend="inductor" if where.is_gpu else "aot_eager", seed=seed)
+    if profile is not None and found is not None:
         profile.write_text(found.markdown())
         typer.echo(f"profile of the compiled step: {profile} (stock {found.step_seconds['stock compiled']:.4f} s, "
                    f"kernels {found.step_seconds['kernels compiled']:.4f} s a step)", err=as_json)
     codes = {"agree": SUCCESS, "disagree": NOT_VERIFIED, "inconclusive": NO_MODEL_CODE_OR_INCONCLUSIVE}
     raise typer.Exit(codes[result.verdict])
+
+
+def _check(kernels: Path | None, export: Path | None, fused: bool, steps: int, size: str, device: str, seed: int,
+           profiled: bool, progress: Callable[[str], None]) -> tuple[TrainCheckResult, ProfileCheck | None]:
+    """The check, and the profile of both compiled steps when asked: all the work, before anything
+    is printed or written (an interrupt leaves no file behind)."""
+    from kgen.train_check.check import model_size, run_check
+
+    result = run_check(kernels=kernels, steps=steps, size=size, device=device, seed=seed, export=export,
+                       fused=fused, progress=progress)
+    if not profiled:
+        return result, None
+    from kgen.train_check.profile_check import profile_check
+
+    # Inductor on a GPU; on a CPU the kernels run in Triton's interpreter, which only aot_eager can call
+    found = profile_check(model_size(size)[1], device, kernels, export, fused,
+                          backend="inductor" if device == "cuda" else "aot_eager", seed=seed, progress=progress)
+    return result, found

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from kgen.errors import KgenUsageError
 from kgen.train_check.compare import DEFAULT_FACTOR, Band, module_drift, noise_band, steps_outside
-from kgen.train_check.kernels import choose_kernels, kernel_files, package_folder, prepare_process
+from kgen.train_check.kernels import (
+    choose_kernels,
+    interpreter_arithmetic_quiet,
+    kernel_files,
+    package_folder,
+    prepare_process,
+)
 from kgen.train_check.live_calls import LiveCalls
 from kgen.train_check.loop import RunResult, jitter_parameters, logits_loss, train
 from kgen.train_check.model import SIZES, ModelSize, build_model
@@ -20,6 +27,13 @@ from kgen.train_check.tokens import token_batches
 
 #: the steps whose kernel calls are judged against fp64 (`op_check`): fresh weights, and trained ones
 RECORDED_STEPS = (0, -1)
+
+#: told each stage of a check as it starts, in words (the command prints them on stderr)
+Progress = Callable[[str], None]
+
+
+def _silent(line: str) -> None:
+    """No progress wanted."""
 
 
 def stock_run(size: ModelSize, steps: int, seed: int, device: str, jitter_seed: int | None = None) -> RunResult:
@@ -47,9 +61,12 @@ class Stock(BaseModel):
     problem: str = ""
 
 
-def stock_runs(size: ModelSize, steps: int, seed: int, device: str, factor: float = DEFAULT_FACTOR) -> Stock:
+def stock_runs(size: ModelSize, steps: int, seed: int, device: str, factor: float = DEFAULT_FACTOR,
+               progress: Progress = _silent) -> Stock:
     """The reference run and the jittered one, and their noise band unless it cannot be measured."""
+    progress(f"stock run 1 of 2 (the reference): {steps} steps")
     reference = stock_run(size, steps, seed, device)
+    progress(f"stock run 2 of 2 (parameters moved by one bf16 step): {steps} steps")
     jittered = stock_run(size, steps, seed, device, jitter_seed=seed + 1)
     stock = Stock(size=size, steps=steps, seed=seed, device=device, factor=factor, reference=reference,
                   jittered=jittered)
@@ -87,20 +104,22 @@ def check_arguments(size: str | ModelSize, steps: int, kernels: Path | None = No
 
 def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSize = "tiny", device: str = "cpu",
               seed: int = 0, factor: float = DEFAULT_FACTOR, export: Path | None = None,
-              stock: Stock | None = None, fused: bool = False) -> TrainCheckResult:
+              stock: Stock | None = None, fused: bool = False, progress: Progress = _silent) -> TrainCheckResult:
     """Train stock twice (unless ``stock`` holds those runs) and once with the kernels; the verdict
     says whether the kernel run agrees.
 
     ``export`` is a package `kgen export` wrote, whose ops serve the problems it holds
     (``kernels``' files and the seeds the rest). ``fused``: the fused seams swap in too (each
-    block's residual add + RMSNorm, the LM head + loss)."""
+    block's residual add + RMSNorm, the LM head + loss). ``progress`` is told each run and each
+    step of the kernel run as they start (a CPU check works for tens of seconds)."""
     size_name, shape = check_arguments(size, steps)  # the folders: by choose_kernels, below
     base = {"size": size_name, "steps": steps, "device": device, "seed": seed}
+    progress(f"building the {size_name} model on the {device} and loading its kernels")
     prepare_process(device)
     model = build_model(shape, seed, device)  # first: a kernel folder or package that cannot serve is a usage error now
     chosen = choose_kernels(model.config.vocab_size, model.config.rms_norm_eps, kernels, export, fused)
     if stock is None:
-        stock = stock_runs(shape, steps, seed, device, factor)
+        stock = stock_runs(shape, steps, seed, device, factor, progress)
     elif (stock.size, stock.steps, stock.seed, stock.device, stock.factor) != (shape, steps, seed, device, factor):
         raise ValueError("the stock runs were made for another size, step count, seed, device or factor")
     reference, jittered, band = stock.reference, stock.jittered, stock.band
@@ -109,14 +128,22 @@ def run_check(kernels: Path | None = None, steps: int = 12, size: str | ModelSiz
         return TrainCheckResult(verdict="inconclusive", reason=stock.problem, **base, **curves)
     recorder = LiveCalls(steps=RECORDED_STEPS, last_step=steps - 1)
     step_loss, swaps = swap_kernels(model, chosen, recorder)
+
+    def at_step(step: int) -> None:
+        progress(f"kernel run: step {step + 1} of {steps}")
+        recorder.at_step(step)
+
     try:
-        kernel = train(model, token_batches(shape.vocab, shape.batch, shape.seq, steps, seed, device), step_loss,
-                       on_step=recorder.at_step)
+        with interpreter_arithmetic_quiet():
+            kernel = train(model, token_batches(shape.vocab, shape.batch, shape.seq, steps, seed, device), step_loss,
+                           on_step=at_step)
     except Exception as exc:  # a kernel that cannot run here says nothing about its numerics
         return TrainCheckResult(verdict="inconclusive", reason=f"the kernel run failed: {type(exc).__name__}: {exc}",
                                 **base, **curves, band=band, swaps=swaps)
+    progress("each kernel's calls at the first and last step against its problem's fp64 reference")
     try:
-        ops = check_calls(recorder.calls)
+        with interpreter_arithmetic_quiet():
+            ops = check_calls(recorder.calls)
     except Exception as exc:  # kgen's own reference could not run: no word on the kernel
         return TrainCheckResult(verdict="inconclusive", reason=f"the kernels' calls could not be judged: "
                                 f"{type(exc).__name__}: {exc}", **base, **curves, kernel=kernel.losses, band=band,

@@ -11,13 +11,14 @@ out of the graph there (the machinery runs; the figures mean nothing).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from kgen.train_check.in_model import step_seconds, training_step
-from kgen.train_check.kernels import choose_kernels, prepare_process
+from kgen.train_check.kernels import choose_kernels, interpreter_arithmetic_quiet, prepare_process
 from kgen.train_check.loop import logits_loss
 from kgen.train_check.model import ModelSize, build_model
 from kgen.train_check.step_profile import (
@@ -57,8 +58,10 @@ def _kernel_names(chosen: dict[str, Any]) -> set[str]:
 
 
 def profile_check(size: ModelSize, device: str, kernels: Path | None = None, export: Path | None = None,
-                  fused: bool = False, backend: str = "inductor", seed: int = 0) -> ProfileCheck:
-    """Stock and the kernels, each compiled, timed and profiled over a few steps."""
+                  fused: bool = False, backend: str = "inductor", seed: int = 0,
+                  progress: Callable[[str], None] | None = None) -> ProfileCheck:
+    """Stock and the kernels, each compiled, timed and profiled over a few steps; ``progress`` is
+    told each model as its turn starts."""
     import torch
     import torch._dynamo
 
@@ -66,6 +69,8 @@ def profile_check(size: ModelSize, device: str, kernels: Path | None = None, exp
     batches = token_batches(size.vocab, size.batch, size.seq, PROFILED_STEPS + 2, seed, device)
     profiles, seconds, breaks = [], {}, {}
     for label in ("stock compiled", "kernels compiled"):
+        if progress is not None:
+            progress(f"profile: {label}, {PROFILED_STEPS} steps after 2 warm-up steps")
         model = build_model(size, seed, device)
         names: set[str] = set()
         if label == "stock compiled":
@@ -80,7 +85,8 @@ def profile_check(size: ModelSize, device: str, kernels: Path | None = None, exp
         torch._dynamo.utils.counters.clear()
         compiled = torch.compile(lambda ids, model=model, step_loss=step_loss: step_loss(model, ids), backend=backend)
         step = training_step(compiled, model)
-        seconds[label] = step_seconds(step, batches, device)
-        breaks[label] = sum(torch._dynamo.utils.counters["graph_break"].values())
-        profiles.append(profile_steps(label, step, batches[2:], device, names))
+        with interpreter_arithmetic_quiet():
+            seconds[label] = step_seconds(step, batches, device)
+            breaks[label] = sum(torch._dynamo.utils.counters["graph_break"].values())
+            profiles.append(profile_steps(label, step, batches[2:], device, names))
     return ProfileCheck(profiles=profiles, step_seconds=seconds, graph_breaks=breaks)

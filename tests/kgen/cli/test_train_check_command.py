@@ -4,6 +4,8 @@ check prints JSON and exits by its verdict."""
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -49,6 +51,28 @@ def test_a_short_cpu_check_of_the_seed_kernels_agrees_prints_json_and_draws_the_
     assert result["band"]["noise"][-1] > 0
     assert {op["problem"] for op in result["ops"]} >= {"embedding_backward", "swiglu"}
     assert ET.parse(picture).getroot().tag.endswith("svg")
+    # --json keeps stdout one document: the picture is named on stderr, beside the progress
+    assert f"loss curves: {picture}" in done.stderr
+    progress = [line for line in done.stderr.splitlines() if re.match(r" *\d+\.\ds ", line)]
+    assert any("stock" in line for line in progress) and any("step 2 of 2" in line for line in progress), done.stderr
+    # the interpreter's arithmetic on masked lanes (log(0), 0/0) is no news on a passing run
+    assert "RuntimeWarning" not in done.stderr, done.stderr
+
+
+def test_ctrl_c_says_it_was_interrupted_and_exits_130(tmp_path: Path) -> None:
+    picture = tmp_path / "curves.svg"
+    proc = subprocess.Popen([sys.executable, "-m", "kgen.cli", "train-check", "--steps", "2", "--device", "cpu",
+                             "--plot", str(picture)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:  # the first progress line: the check is at work
+        seen.append(line)
+        if "stock" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + err
+    assert err.strip().splitlines()[-1].startswith("interrupted:"), "".join(seen) + err
+    assert "Traceback" not in err and out == "" and not picture.exists()
 
 
 @pytest.mark.slow
