@@ -132,3 +132,22 @@ def test_a_candidate_that_crashes_its_process_is_still_rejected(name):
 def test_kgens_time_limit_stays_a_timeout_whatever_signal_ended_it():
     result = _died(None, returncode=-9, timed_out=True)
     assert result.rejection is RejectionClass.TIMEOUT
+
+
+def test_a_kernel_still_starting_when_no_trial_had_passed_is_inconclusive_as_the_readme_says():
+    """The README said `cpu_time_limit` meant "a kernel that had been passing"; the harness also
+    gives it to a kernel whose programs were still starting before its first trial passed (slow
+    in the interpreter is the harness's limit, never the candidate's fault), and `timeout` only
+    to one that stopped advancing."""
+    from pathlib import Path
+
+    report = ChildReport(stages=[StageResult(name=n, status=StageStatus.PASSED) for n in ("static", "load")])
+    outcome = SandboxOutcome(returncode=None, timed_out=True, seconds=150, network_isolated=True, workdir=".")
+    slow = _result("cpu")
+    _apply_outcome(slow, report, outcome, 150, heartbeat_age_s=0.5)
+    assert slow.inconclusive is InconclusiveCause.CPU_TIME_LIMIT and slow.exit_code == 3
+    assert "after 0 trial(s) had passed" in slow.reason
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    said = readme.split("`cpu_time_limit`:", 1)[1].split("; `", 1)[0]
+    assert "had been passing" not in said, said
+    assert "before its first trial passed" in said and "`timeout`" in said, said
