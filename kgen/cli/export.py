@@ -132,9 +132,11 @@ def _decide_in_model(folder: Path, size: str) -> None:
 
 
 def _print_list(found: list[Exportable]) -> None:
+    """One row per kernel, a run's winner named by its candidate id (the run is the one given);
+    names and verdicts whole, the speed and the reason wrapped at spaces (the width rule)."""
     table = new_table(None, "source", "problem", "target", "backend", "verdict", "speed", "export",
-                      whole=("problem", "target", "backend", "verdict", "speed"))
+                      whole=("source", "problem", "target", "backend", "verdict"))
     for row in found:
-        table.add_row(row.source, row.problem, row.target or "-", row.backend, row.verdict, row.speed,
-                      "yes" if row.exportable else f"no: {row.reason}")
+        table.add_row(row.candidate or row.source, row.problem, row.target or "-", row.backend, row.verdict,
+                      row.speed, "yes" if row.exportable else f"no: {row.reason}")
     print_table(table)

@@ -38,6 +38,9 @@ class Exportable(BaseModel):
     """One kernel a SOURCE holds, as `kgen export --list` shows it."""
 
     source: str
+    #: the run's candidate id where the kernel is a run's winner ("" for a kernel file): what
+    #: ``kgen export RUN --list`` names it by (the run is the one the person named)
+    candidate: str = ""
     problem: str
     problem_path: Path
     target: str = ""
@@ -113,7 +116,8 @@ def _run_exportables(run: RunDirectory, target: str | None) -> list[Exportable]:
         result = _saved_eval(folder)
         verdict, reason = (result.verdict.value, result.reason) if result else ("not found", "no eval.json")
         rows.append(Exportable(
-            source=f"{run.run_id}:{name}", problem=info.name, problem_path=info.path, target=name,
+            source=f"{run.run_id}:{name}", candidate=best.candidate, problem=info.name, problem_path=info.path,
+            target=name,
             backend=best.backend or summary.backend, verdict=verdict, speed=speed_text(best),
             kernel_path=kernel, evidence=f"{folder.name}/{'final_eval.json' if (folder / 'final_eval.json').is_file() else 'eval.json'}",
             code_hash=normalised_code_hash(kernel.read_text()) if kernel.is_file() else "",

@@ -201,3 +201,24 @@ def test_a_package_called_without_a_gpu_says_plainly_what_it_needs_and_what_work
                                  env=env | {"TRITON_INTERPRET": "1"})
     assert interpreted.returncode == 0, interpreted.stderr
     assert "tensor([1.0000, 1.0000, 1.0000, 1.0000])" in interpreted.stdout
+
+
+def test_the_list_fits_80_columns_with_every_word_whole(tmp_path):
+    """`kgen export RUN --list` at COLUMNS=80 was 90 wide (the run id repeated in every row, the
+    reason squeezed to a word a line); each row now names its candidate, and only the speed and
+    the reason wrap, at spaces."""
+    run = _run_folder(tmp_path / "runs", "softmax", {"h100": ("g1-c02", str(SEEDS / "softmax.py"), "passed"),
+                                                      "mi300x": ("g1-c03", str(SEEDS / "softmax.py"), "rejected")})
+    listed = subprocess.run([sys.executable, "-m", "kgen.cli", "export", str(run), "--list"], capture_output=True,
+                            text=True, timeout=300, env=os.environ | {"KGEN_HOME": str(tmp_path / "home"),
+                                                                      "COLUMNS": "80", "TRITON_INTERPRET": "1"})
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80, listed.stdout
+    rows = [line.split() for line in lines if line.split()[:1] in (["g1-c02"], ["g1-c03"])]
+    assert [row[:5] for row in rows] == [["g1-c02", "softmax", "h100", "triton", "passed"],
+                                         ["g1-c03", "softmax", "mi300x", "triton", "rejected"]]
+    words = listed.stdout.split()
+    for word in "no: not verified: candidate g1-c03's evaluation says rejected (partial output:".split():
+        assert word in words, word
+    assert len(lines) <= 12, listed.stdout
