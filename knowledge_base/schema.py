@@ -210,6 +210,16 @@ def kernel_id(code_hash: str, problem: str, backend: str, target: str, dtype: st
     return "k-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+#: characters of an id shown in tables ("k-" and 10 hex digits): ``kgen kb show`` takes any
+#: unambiguous start, so a short id opens its kernel as git's short hashes open a commit
+SHORT_ID_LENGTH = 12
+
+
+def short_id(full_id: str) -> str:
+    """An id as tables show it (``SHORT_ID_LENGTH``): the kernel's row fits a terminal's width."""
+    return full_id[:SHORT_ID_LENGTH]
+
+
 class GuidanceNote(BaseModel):
     """A hardware / backend / correctness note from ``knowledge_base/guidance/*.md``."""
 

@@ -102,13 +102,15 @@ def kb_list(
     entries = store.kernels(where_equal(problem=problem, backend=backend, target=target))
     # a slot is (problem, backend, target, dtype): each backend has its own best kernel
     entries.sort(key=lambda e: (e.problem, e.backend, e.timing.time_ms is None, e.timing.time_ms or 0.0))
+    from kgen.knowledge_base.schema import short_id
+
     table = new_table(f"knowledge base: {store.location}", *_LIST_COLUMNS, whole=_LIST_COLUMNS)
     for e in entries[:limit]:
-        table.add_row(e.id, e.problem, e.backend, e.target, _SHORT_DTYPES.get(e.dtype, e.dtype),
+        table.add_row(short_id(e.id), e.problem, e.backend, e.target, _SHORT_DTYPES.get(e.dtype, e.dtype),
                       "best" if e.role == "best" else "stone", _ms(e.timing.time_ms))
     print_table(table)
     shown = min(limit, len(entries))
-    console.print(f"{shown} of {counted(len(entries), 'kernel')}. Details: kgen kb show ID",
+    console.print(f"{shown} of {counted(len(entries), 'kernel')}. Details: kgen kb show ID (its start is enough)",
                   highlight=False, soft_wrap=True)
 
 
@@ -196,12 +198,14 @@ def kb_search(
         except KgenUsageError as exc:
             fail_usage(exc.message)
     store = _open(kb)
+    from kgen.knowledge_base.schema import short_id
+
     results = search_kernels(store, text, backend=backend, target=target, n=n)
     table = new_table(f"'{text}'", "#", "id", "problem", "backend", "target", "ms", "vs compile",
                       whole=("#", "id", "problem", "backend", "target", "ms"))
     for rank, r in enumerate(results, start=1):
         e = r.entry
-        table.add_row(str(rank), e.id, e.problem, e.backend, e.target, _ms(e.timing.time_ms),
+        table.add_row(str(rank), short_id(e.id), e.problem, e.backend, e.target, _ms(e.timing.time_ms),
                       _ratio(e.timing.speedup_vs_compile))
     print_table(table)
     if results and verbose:

@@ -61,7 +61,7 @@ def test_list_show_stats_on_first_use_seed_automatically(tmp_path):
     assert shown.returncode == 0
     assert "verified on cuda" in shown.stdout and "softmax" in shown.stdout and "@triton.jit" in shown.stdout
     entry = json.loads(kgen(tmp_path, "kb", "show", kernel_id, "--json").stdout)
-    assert entry["id"] == kernel_id and entry["evidence"]["verdict"] == "passed"
+    assert entry["id"].startswith(kernel_id) and entry["evidence"]["verdict"] == "passed"
     stats = json.loads(kgen(tmp_path, "kb", "stats", "--json").stdout)
     shipped = _shipped_seed_count()
     assert stats["kernels"] == shipped and stats["timed"] == shipped and stats["guidance"] >= 12
@@ -186,3 +186,19 @@ def test_an_offline_run_on_a_cpu_writes_no_unmeasured_kernel_and_says_why(tmp_pa
     assert summary["best"]["h100"]["knowledge_base"].startswith("not written: verified on cpu")
     listed = kgen(tmp_path, "kb", "list", "--problem", "23_Softmax")
     assert listed.returncode == 0 and "0 of 0 kernels." in listed.stdout
+
+
+def test_list_fits_80_columns_and_its_short_ids_open_the_kernel(tmp_path):
+    """`kgen kb list` at COLUMNS=80 was 81 wide over the shipped kernels: ids are shown short
+    (as git shows commits), and `kgen kb show` takes any unambiguous start of an id."""
+    env = {**os.environ, "KGEN_HOME": str(tmp_path), "COLUMNS": "80"}
+    env.pop("KGEN_KB", None)
+    listed = subprocess.run([sys.executable, "-m", "kgen.cli", "kb", "list", "--limit", "100"], capture_output=True,
+                            text=True, timeout=300, env=env)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80, listed.stdout
+    ids = [line.split()[0] for line in lines if line.startswith("k-")]
+    assert len(ids) == _shipped_seed_count() and {len(i) for i in ids} == {12}
+    shown = json.loads(kgen(tmp_path, "kb", "show", ids[0], "--json").stdout)
+    assert shown["id"].startswith(ids[0]) and len(shown["id"]) == 18
