@@ -24,7 +24,7 @@ from kgen.agent.runs.summary import RunSummary
 from kgen.core.text import counted
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.result import EvalResult
-from kgen.evals.suites.suite import SuiteRow, SuiteSummary, row_from_result
+from kgen.evals.suites.suite import SuiteRow, SuiteSummary, fast_line, row_from_result
 
 
 def _read_summary(path: Path) -> RunSummary | None:
@@ -122,8 +122,8 @@ def render_index(state: SuiteRun, infos: Sequence[ProblemInfo], rows: Sequence[S
     esc = html.escape
     gpu = summary.device_name or "no GPU (verification only; timings need a GPU)"
 
-    def fast(label: str, values: dict[str, float]) -> str:
-        return f"<li>{esc(label)}: " + ", ".join(f"fast_{esc(p)} {v:.2f}" for p, v in values.items()) + "</li>"
+    def fast(label: str, values: dict[str, float | None]) -> str:
+        return f"<li>{esc(fast_line(label, values))}</li>"
 
     lines = [
         "<!doctype html>",

@@ -69,9 +69,9 @@ How the CLI calls it (``kgen solve SUITE_DIR [--out DIR] [--jobs N] [--only NAME
     # catch RunError (SuiteError is one: bad folder, bad --only, an --out of another suite),
     # RunInUseError (another kgen solve on that --out) -> exit 2; KeyboardInterrupt -> 130
     # (the progress said that `kgen solve` with the same --out resumes).
-    # Then print outcome.table["md"]'s table or outcome.summary, and the paths of
-    # outcome.table["md"] and outcome.index. Exit 0 when every problem has a verified
-    # kernel (outcome.summary.correct == outcome.summary.problems), else 1.
+    # Then print the selected rows (outcome.selected; every row when None) or outcome.table["md"],
+    # and the paths of outcome.table["md"] and outcome.index. Exit outcome.summary.exit_code:
+    # 0 when every selected problem has a verified kernel, else 1.
 """
 
 from __future__ import annotations
@@ -116,11 +116,13 @@ from kgen.backends.device import resolve_device
 from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 from kgen.evals.executors.session import ExecutorChoice, choose, executor_for
+from kgen.evals.problem.catalog import close_names
 from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.sandbox.lifecycle import install_signal_handlers, kill_registered
 from kgen.evals.suites.suite import (
     SuiteRow,
     SuiteSummary,
+    fast_figures,
     in_suite_order,
     is_other_module,
     scan_suite,
@@ -145,6 +147,8 @@ class SuiteOutcome(BaseModel):
     out: Path
     summary: SuiteSummary
     rows: list[SuiteRow]
+    #: the problems ``only`` selected (they decide the exit code); None: every problem
+    selected: list[str] | None = None
     problems: list[SuiteProblem]
     #: {"md", "csv", "svg", "json"} -> path, from ``evals.suites.write_suite_outputs``
     table: dict[str, Path]
@@ -415,14 +419,18 @@ class _Suite:
 
 
 def _select(infos: Sequence[ProblemInfo], only: list[str] | None) -> list[ProblemInfo]:
+    """The problems ``--only`` names (a name or a file stem), in suite order; every problem when
+    none is named. A name not in the suite is an error that suggests the close ones
+    (``close_names``: ``36_RMSNorm`` -> ``36_RMSNorm_``), or none, never the suite's first few."""
     if not only:
         return list(infos)
     known = {info.name: info for info in infos}
     known.update({Path(info.path).stem: info for info in infos if Path(info.path).stem not in known})
     unknown = [name for name in only if name not in known]
     if unknown:
-        names = ", ".join(info.name for info in infos[:8]) + (", ..." if len(infos) > 8 else "")
-        raise SuiteError(f"no problem named {', '.join(map(repr, unknown))} in the suite (problems: {names})")
+        near = close_names(unknown[0], [info.name for info in infos])
+        hint = f"; did you mean {', '.join(map(repr, near))}?" if near else f" ({counted(len(infos), 'problem')})"
+        raise SuiteError(f"no problem named {', '.join(map(repr, unknown))} in the suite{hint}")
     chosen = {known[name].name for name in only}
     return [info for info in infos if info.name in chosen]
 
@@ -436,8 +444,9 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
     ``template`` carries the run options (models, per-problem ``budget``, targets, device,
     knowledge base, ...); each problem's run gets ``request=<problem name>`` and
     ``problem_file=<its file>``. ``jobs``: problems at once on the CPU (one at a time with a
-    GPU). ``only``: problem names (or file stems) to run now; the table still counts every
-    problem of the suite. ``command`` heads the table (default: a ``kgen solve`` line).
+    GPU). ``only``: problem names (or file stems) to run now; they decide the exit code
+    (``SuiteOutcome.selected``), and the table on disk still counts every problem of the suite.
+    ``command`` heads the table (default: a ``kgen solve`` line).
     """
 
     if jobs < 1:
@@ -552,18 +561,23 @@ def solve_suite(suite_dir: Path, template: RunOptions, *, out: Path, jobs: int =
                 suite.write_report(entry)
         rows = in_suite_order([*(suite.row(info, state.problem(info.name)) for info in infos),  # type: ignore[arg-type]
                                *unreadable])
-        summary = summarize(rows)
+        chosen = [info.name for info in selected] if only else None
+        summary = summarize(rows, selected=chosen)
         date = _dt.date.today().isoformat()
         table = write_suite_outputs(rows, summary, out / TABLE_DIR, command=command, date=date)
         index = out / INDEX_FILE
         write_atomic(index, render_index(state, infos, rows, summary, out, table, command, date))
         state_path = suite.save()
-        suite.say(f"suite done: {summary.correct} of {counted(summary.problems, 'problem')} with a verified kernel; "
-                  f"fast_1 vs torch.compile {summary.fast_p_vs_compile['1']:.2f}, "
-                  f"vs eager {summary.fast_p_vs_eager['1']:.2f}; table {relative_path(table['md'], out)}, "
+        verified = f"{summary.correct} of {counted(summary.problems, 'problem')}"
+        if summary.has_selection:
+            verified = (f"{summary.selected_correct} of {counted(summary.selected, 'selected problem')} "
+                        f"(the suite: {summary.correct} of {summary.problems})")
+        fast = fast_figures([("fast_1 vs torch.compile", summary.fast_p_vs_compile["1"]),
+                             ("vs eager", summary.fast_p_vs_eager["1"])])
+        suite.say(f"suite done: {verified} with a verified kernel; {fast}; table {relative_path(table['md'], out)}, "
                   f"index {INDEX_FILE}")
-    return SuiteOutcome(out=out, summary=summary, rows=rows, problems=list(state.problems), table=table,
-                        index=index, state=state_path)
+    return SuiteOutcome(out=out, summary=summary, rows=rows, selected=chosen, problems=list(state.problems),
+                        table=table, index=index, state=state_path)
 
 
 

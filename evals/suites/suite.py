@@ -21,10 +21,9 @@ import ast
 import csv
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
-from xml.sax.saxutils import escape
 
 from pydantic import Field
 
@@ -279,9 +278,10 @@ def row_from_result(result: EvalResult | None, info: ProblemInfo,
 class SuiteSummary(ResultModel):
     problems: int
     correct: int
-    #: p ("0", "1", "1.5", "2") -> (correct and speedup > p) / problems
-    fast_p_vs_eager: dict[str, float]
-    fast_p_vs_compile: dict[str, float]
+    #: p ("0", "1", "1.5", "2") -> (correct and speedup > p) / problems; None where p > 0 and no
+    #: problem has a speedup against that baseline (nothing timed: unmeasured, not slow)
+    fast_p_vs_eager: dict[str, float | None]
+    fast_p_vs_compile: dict[str, float | None]
     geomean_speedup_vs_eager: float | None = None
     geomean_speedup_vs_compile: float | None = None
     #: rows with a candidate time
@@ -289,23 +289,38 @@ class SuiteSummary(ResultModel):
     #: problem files that could not be read or loaded (counted in ``problems``, never correct)
     unreadable: int = 0
     device_name: str = ""
+    #: the problems that decide the exit code (``summarize``'s ``selected``), and how many of
+    #: them are correct; every problem of the suite unless a selection was made
+    selected: int = 0
+    selected_correct: int = 0
 
     @property
     def exit_code(self) -> int:
-        """The exit status of `kgen bench` and `kgen solve`, decided here once: 0 when every
-        problem of the suite has a verified kernel, 1 when any has not (no candidate or no
-        kernel, rejected, inconclusive, its run failed, its file unreadable). Bad usage (2) and
-        an interrupt (130) are decided before there is a summary."""
-        return 0 if self.problems and self.correct == self.problems else 1
+        """The exit status of `kgen bench` and `kgen solve`, decided here once: the selected
+        problems decide. 0 when every selected problem has a verified kernel, 1 when any has
+        not (no candidate or no kernel, rejected, inconclusive, its run failed, its file
+        unreadable) or when nothing was selected (nothing verified). `kgen solve --only NAME`
+        selects NAME; `kgen bench` over the shipped kernels selects the problems that have one.
+        Bad usage (2) and an interrupt (130) are decided before there is a summary."""
+        return 0 if self.selected and self.selected_correct == self.selected else 1
+
+    @property
+    def has_selection(self) -> bool:
+        """Some problems of the suite were left out of the exit code's selection."""
+        return self.selected != self.problems
 
 
-def _fast_p(rows: Sequence[SuiteRow], attr: str) -> dict[str, float]:
+def _fast_p(rows: Sequence[SuiteRow], attr: str) -> dict[str, float | None]:
     total = len(rows)
-    out: dict[str, float] = {}
+    measured = any(getattr(row, attr) is not None for row in rows)
+    out: dict[str, float | None] = {}
     for p in FAST_P:
         threshold = float(p)
         if threshold == 0:
             hits = sum(row.correct for row in rows)
+        elif not measured:
+            out[p] = None
+            continue
         else:
             hits = sum(1 for row in rows if row.correct and (getattr(row, attr) or 0.0) > threshold)
         out[p] = hits / total if total else 0.0
@@ -317,9 +332,13 @@ def _geomean(values: Iterable[float | None]) -> float | None:
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
-def summarize(rows: Sequence[SuiteRow]) -> SuiteSummary:
+def summarize(rows: Sequence[SuiteRow], selected: Collection[str] | None = None) -> SuiteSummary:
+    """The suite's figures over every row (KernelBench's denominator is the whole suite), and
+    the selection that decides the exit code: the rows named in ``selected``, every row when
+    None (``SuiteSummary.exit_code``)."""
     correct = [row for row in rows if row.correct]
     devices = [row.device_name for row in rows if row.device_name]
+    chosen = [row for row in rows if selected is None or row.problem in selected]
     return SuiteSummary(
         problems=len(rows),
         correct=len(correct),
@@ -330,6 +349,8 @@ def summarize(rows: Sequence[SuiteRow]) -> SuiteSummary:
         timed=sum(row.candidate_ms is not None for row in rows),
         unreadable=sum(row.verdict == "unreadable" for row in rows),
         device_name=devices[0] if devices else "",
+        selected=len(chosen),
+        selected_correct=sum(row.correct for row in chosen),
     )
 
 
@@ -394,9 +415,22 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _fast_line(label: str, fast: dict[str, float]) -> str:
-    parts = ", ".join(f"fast_{p} {fast[p]:.2f}" for p in FAST_P)
-    return f"{label}: {parts}"
+#: a fast_p figure that was not measured (no problem timed against that baseline), wherever
+#: one is printed: never 0.00, which reads as slow
+UNMEASURED = "n/a"
+
+
+def fast_figures(figures: Sequence[tuple[str, float | None]]) -> str:
+    """``label value`` pairs of fast_p figures, the one way they are printed (the terminal
+    table, suite.md, the run's last line, index.html): two decimals, or ``n/a`` with the reason
+    said once at the end."""
+    text = ", ".join(f"{label} {UNMEASURED if value is None else f'{value:.2f}'}" for label, value in figures)
+    return text + (f" ({UNMEASURED}: nothing timed)" if any(value is None for _, value in figures) else "")
+
+
+def fast_line(label: str, fast: dict[str, float | None]) -> str:
+    """``fast_p vs eager: fast_0 0.50, fast_1 n/a, ...``: every p of ``FAST_P``."""
+    return f"{label}: " + fast_figures([(f"fast_{p}", fast[p]) for p in FAST_P])
 
 
 def render_markdown(rows: Sequence[SuiteRow], summary: SuiteSummary, command: str, date: str) -> str:
@@ -420,9 +454,9 @@ def render_markdown(rows: Sequence[SuiteRow], summary: SuiteSummary, command: st
         f"{summary.correct} of {summary.problems} correct, {summary.timed} timed"
         + (f", {summary.unreadable} problem file(s) unreadable." if summary.unreadable else "."),
         "",
-        _fast_line("fast_p vs eager", summary.fast_p_vs_eager),
+        fast_line("fast_p vs eager", summary.fast_p_vs_eager),
         "",
-        _fast_line("fast_p vs torch.compile", summary.fast_p_vs_compile),
+        fast_line("fast_p vs torch.compile", summary.fast_p_vs_compile),
         "",
         f"geomean speedup over correct timed problems: "
         f"{_fmt(summary.geomean_speedup_vs_eager, 3, 'x')} vs eager, "
@@ -447,159 +481,6 @@ def _baseline_lines(rows: Sequence[SuiteRow]) -> list[str]:
     return [*lines, ""]
 
 
-# --- SVG chart
-
-_COLORS = {"eager": "#3b6fb6", "compile": "#e08a1e", "sol": "#4a9a5b",
-           "passed": "#2e8b57", "rejected": "#c0392b", "inconclusive": "#b7950b", "missing": "#999999", "unreadable": "#7d3c98"}
-_FONT = 'font-family="Helvetica, Arial, sans-serif"'
-_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-
-
-def _text(x: float, y: float, text: str, size: int = 12, anchor: str = "start",
-          fill: str = "#222", weight: str = "normal") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
-            f'fill="{fill}" font-weight="{weight}" {_FONT}>{escape(text)}</text>')
-
-
-def _rect(x: float, y: float, w: float, h: float, fill: str, extra: str = "") -> str:
-    return f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.0):.1f}" height="{h:.1f}" fill="{fill}"{extra}/>'
-
-
-def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, width: float = 1,
-          extra: str = "") -> str:
-    return (f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
-            f'stroke="{stroke}" stroke-width="{width}"{extra}/>')
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _svg(width: int, height: int, body: list[str]) -> str:
-    return "\n".join([
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">',
-        _rect(0, 0, width, height, "#ffffff"),
-        *body,
-        "</svg>",
-        "",
-    ])
-
-
-def _status_chart(rows: Sequence[SuiteRow], summary: SuiteSummary, title: str) -> str:
-    """No timings: verification status per problem."""
-    width, row_h, top = 820, 26, 84
-    height = top + row_h * max(len(rows), 1) + 40
-    body = [
-        _text(20, 30, title, 16, weight="bold"),
-        _text(20, 54, "No timings: timings need a GPU. Verification status per problem.", 13,
-              fill="#8a4b00"),
-    ]
-    for i, row in enumerate(rows):
-        y = top + i * row_h
-        if i % 2:
-            body.append(_rect(10, y - 4, width - 20, row_h, "#f4f6f8"))
-        body.append(_text(240, y + 13, _short(row.problem, 34), 12, anchor="end"))
-        color = _COLORS[row.verdict]
-        body.append(_rect(252, y, 90, 18, color, ' rx="4"'))
-        body.append(_text(297, y + 13, row.verdict, 11, anchor="middle", fill="#fff", weight="bold"))
-        detail = row.rejection or ""
-        if row.reason:
-            detail = f"{detail}: {row.reason}" if detail else row.reason
-        body.append(_text(352, y + 13, _short(detail, 70), 11, fill="#444"))
-    body.append(_text(20, height - 14, f"{summary.correct} of {summary.problems} correct "
-                      f"(fast_0 = {summary.fast_p_vs_eager['0']:.2f})", 12))
-    return _svg(width, height, body)
-
-
-def render_svg(rows: Sequence[SuiteRow], summary: SuiteSummary, command: str = "",
-               date: str = "") -> str:
-    """Per problem: speedup vs eager and vs torch.compile (log axis, line at 1x) and %SOL."""
-    device = summary.device_name or "no GPU"
-    title = f"kgen suite: {summary.problems} problems, {device}" + (f", {date}" if date else "")
-    speedups = [s for row in rows for s in (row.speedup_vs_eager, row.speedup_vs_compile)
-                if s is not None and s > 0]
-    if not speedups:
-        return _status_chart(rows, summary, title)
-
-    lo_val, hi_val = min(min(speedups), 1.0), max(max(speedups), 1.0)
-    lo = max([t for t in _TICKS if t <= lo_val / 1.2] or [_TICKS[0]])
-    hi = min([t for t in _TICKS if t >= hi_val * 1.2] or [_TICKS[-1]])
-    label_w, sp_x0, sp_x1, sol_x0, sol_x1 = 270, 290, 715, 765, 955
-    width, row_h, top = 1000, 40, 110
-    height = top + row_h * len(rows) + 70
-
-    def sx(value: float) -> float:
-        value = min(max(value, lo), hi)
-        return sp_x0 + (math.log(value) - math.log(lo)) / (math.log(hi) - math.log(lo)) * (sp_x1 - sp_x0)
-
-    def solx(pct: float) -> float:
-        return sol_x0 + min(max(pct, 0.0), 100.0) / 100.0 * (sol_x1 - sol_x0)
-
-    bottom = top + row_h * len(rows)
-    body = [_text(20, 28, title, 16, weight="bold")]
-    if command:
-        body.append(_text(20, 48, _short(command, 140), 11, fill="#555"))
-    # legend
-    lx = sp_x0
-    for key, label in (("eager", "speedup vs eager"), ("compile", "speedup vs torch.compile"),
-                       ("sol", "% of speed of light")):
-        body.append(_rect(lx, 60, 14, 10, _COLORS[key]))
-        body.append(_text(lx + 20, 69, label, 12))
-        lx += 190
-    body.append(_text((sp_x0 + sp_x1) / 2, 92, "speedup (log scale; right of the line = faster)",
-                      12, anchor="middle", weight="bold"))
-    body.append(_text((sol_x0 + sol_x1) / 2, 92, "%SOL", 12, anchor="middle", weight="bold"))
-    for i in range(len(rows)):
-        if i % 2:
-            body.append(_rect(10, top + i * row_h, width - 20, row_h, "#f4f6f8"))
-    for tick in (t for t in _TICKS if lo <= t <= hi):
-        x = sx(tick)
-        body.append(_line(x, top, x, bottom, "#dddddd"))
-        body.append(_text(x, bottom + 16, f"{tick:g}x", 11, anchor="middle", fill="#555"))
-    for pct in (0, 25, 50, 75, 100):
-        x = solx(pct)
-        body.append(_line(x, top, x, bottom, "#dddddd"))
-        body.append(_text(x, bottom + 16, f"{pct}%", 11, anchor="middle", fill="#555"))
-
-    one = sx(1.0)
-    for i, row in enumerate(rows):
-        y = top + i * row_h
-        body.append(_text(label_w - 12, y + 18, _short(row.problem, 32), 12, anchor="end"))
-        marker = row.verdict
-        body.append(f'<circle cx="{label_w - 2:.1f}" cy="{y + 14:.1f}" r="4" '
-                    f'fill="{_COLORS[row.verdict]}"><title>{escape(marker)}</title></circle>')
-        if row.verdict != "passed" or row.candidate_ms is None:
-            why = _verdict_text(row) if row.verdict != "passed" else "passed, no timing"
-            body.append(_text(sp_x0 + 8, y + 24, _short(why, 60), 11, fill=_COLORS[row.verdict]))
-            continue
-        for j, (key, value) in enumerate((("eager", row.speedup_vs_eager),
-                                          ("compile", row.speedup_vs_compile))):
-            by = y + 6 + j * 14
-            if value is None or value <= 0:
-                body.append(_text(one + 4, by + 10, "no baseline", 10, fill="#777"))
-                continue
-            x = sx(value)
-            body.append(_rect(min(one, x), by, abs(x - one) or 1.5, 12, _COLORS[key]))
-            tx, anchor = (x + 4, "start") if value >= 1 else (x - 4, "end")
-            body.append(_text(tx, by + 10, _fmt(value, 3, "x"), 10, anchor=anchor))
-        if row.pct_of_sol is not None:
-            body.append(_rect(sol_x0, y + 10, solx(row.pct_of_sol) - sol_x0, 18, _COLORS["sol"]))
-            body.append(_text(min(solx(row.pct_of_sol), sol_x1 - 30) + 4, y + 23,
-                              f"{row.pct_of_sol:.0f}%", 10))
-        else:
-            body.append(_text(sol_x0 + 4, y + 23, "no SOL model", 10, fill="#777"))
-    body.append(_line(one, top - 4, one, bottom, "#222222", 1.5))
-    body.append(_text(one, top - 6, "1x", 11, anchor="middle", weight="bold"))
-    fast = summary.fast_p_vs_eager
-    geo = _fmt(summary.geomean_speedup_vs_eager, 3, "x")
-    body.append(_text(20, height - 14,
-                      f"{summary.correct} of {summary.problems} correct, {summary.timed} timed; "
-                      f"fast_1 vs eager {fast['1']:.2f}, fast_2 {fast['2']:.2f}; "
-                      f"geomean vs eager {geo}", 12))
-    return _svg(width, height, body)
-
-
 def write_suite_outputs(rows: Sequence[SuiteRow], summary: SuiteSummary, out_dir: Path,
                         command: str, date: str) -> dict[str, Path]:
     """suite.json, suite.csv, suite.svg and suite.md in ``out_dir``; returns {kind: path}."""
@@ -609,6 +490,9 @@ def write_suite_outputs(rows: Sequence[SuiteRow], summary: SuiteSummary, out_dir
     report = SuiteReport(command=command, date=date, summary=summary, rows=list(rows))
     paths["json"].write_text(report.model_dump_json(indent=2) + "\n")
     _write_csv(rows, summary, paths["csv"], date)
+    # the chart reads this module's rows and figures: imported here, not at the top (no cycle)
+    from kgen.evals.suites.suite_chart import render_svg
+
     paths["svg"].write_text(render_svg(rows, summary, command, date), encoding="utf-8")
     paths["md"].write_text(render_markdown(rows, summary, command, date), encoding="utf-8")
     return paths

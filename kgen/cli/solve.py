@@ -5,9 +5,10 @@ suite ends with `kgen bench`'s fast_p table against eager and torch.compile and 
 every problem's report (``kgen.agent.runs.suite_runs``). Running it again with the same ``--out``
 continues: finished problems are kept, interrupted ones resumed.
 
-Exit codes (``SuiteSummary.exit_code``, as `kgen bench`): 0 a verified kernel for every problem,
-1 some problem without one (a failed run or an unreadable problem file included), 2 bad usage,
-130 interrupted (it prints how to continue).
+Exit codes (``SuiteSummary.exit_code``, as `kgen bench`): the selected problems decide (every
+problem, or those ``--only`` names): 0 a verified kernel for every selected problem, 1 some
+selected problem without one (a failed run or an unreadable problem file included), 2 bad usage,
+130 interrupted (it prints the command, as typed, that continues).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import typer
 from rich.markup import escape
 
 from kgen.agent.runs.suite_runs import solve_suite
+from kgen.agent.runs.suite_state import relative_path
 from kgen.api import api_keys, run_options
 from kgen.cli.option_flags import with_run_options
 from kgen.cli.run import LiveProgress
@@ -43,8 +45,9 @@ def solve_command(
     jobs: Annotated[int, typer.Option("--jobs", min=1, help="Problems at once on a CPU (verification only); "
                                                             "with a GPU problems always run one at a time.")] = 1,
     only: Annotated[list[str] | None, typer.Option("--only", metavar="NAME", help="Run only this problem "
-                                                   "(name or file stem), repeatable; the table still lists all.")
-                    ] = None,
+                                                   "(name or file stem), repeatable: the table shows the selected "
+                                                   "problems and they decide the exit code; the suite's files "
+                                                   "(suite.md, index.html) still list all.")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help=MARKDOWN_HELP)] = False,
     **options: Any,
 ) -> None:
@@ -74,10 +77,17 @@ def solve_command(
     except KgenUsageError as exc:  # a bad suite, request, key or server; a run in use
         fail_usage(exc.message)
     except KeyboardInterrupt:
-        err_console.print(f"interrupted: `kgen solve {escape(str(suite))} --out {escape(str(out))}` continues "
-                          "this suite", highlight=False)
+        # the command as typed, every option and each --only kept; one line the terminal may
+        # wrap, never broken by Rich in the middle of the command
+        err_console.print(escape(f"interrupted: `{command}` continues this suite"), highlight=False,
+                          soft_wrap=True)
         raise typer.Exit(130) from None
     table = outcome.table.get("md")
-    print_suite_result(outcome.rows, outcome.summary, table, markdown=markdown)
-    console.print(escape(f"table: {table}\nreports: {outcome.index}"), highlight=False, soft_wrap=True)
+    shown = outcome.rows if outcome.selected is None else [r for r in outcome.rows if r.problem in outcome.selected]
+    print_suite_result(shown, outcome.summary, table, markdown=markdown)
+    # with --markdown, stdout is the markdown table alone (`kgen solve ... --markdown > table.md`)
+    here = Path.cwd().resolve()  # paths as short as they can be said: from here when under it
+    (err_console if markdown else console).print(
+        escape(f"table: {relative_path(table, here)}\nreports: {relative_path(outcome.index, here)}"),
+        highlight=False, soft_wrap=True)
     raise typer.Exit(outcome.summary.exit_code)  # the one rule `kgen bench` exits by too

@@ -11,21 +11,26 @@ The width rule, asked by every command that prints code or a table:
   show ID > file`` lost the ends of 77 source lines.)
 * **tables fold cells, never words** (``print_table``): a table fits the console's width (the
   terminal's, else ``COLUMNS``, else 80) by wrapping its text cells at spaces; identifier and
-  number columns (``new_table(..., whole=...)``) never wrap. Where even that does not fit, the
-  table is printed as wide as it needs rather than cut: no word, name or number is ever split.
+  number columns (``new_table(..., whole=...)``) never wrap. A long name (KernelBench's run to
+  96 characters) may break after an underscore, never inside a part (``NameCell``). Where even
+  that does not fit, the table is printed as wide as it needs rather than cut: no word, name
+  part or number is ever split.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Iterator
 from typing import IO, Any, NoReturn
 
 import typer
 from rich import box as boxes
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Column, Table
+from rich.text import Text
 
 #: measuring a table's natural widths: wide enough that no column is squeezed while measuring
 _UNBOUNDED = 1_000_000
@@ -123,7 +128,9 @@ def fit_columns(table: Table, out: Console, width: int) -> int:
     overhead = Measurement.get(out, unbounded, table).maximum - sum(hi for _, hi in spans)
     room = width - overhead
     if sum(hi for _, hi in spans) > room:
-        for column, fitted in zip(table.columns, _fit(spans, room), strict=True):
+        names = [i for i, column in enumerate(table.columns)
+                 if column.cells and all(isinstance(cell, NameCell) for cell in column.cells)]
+        for column, fitted in zip(table.columns, _fit(spans, room, first=names), strict=True):
             column.width = fitted
     return overhead + sum(column.width or hi for column, (_, hi) in zip(table.columns, spans, strict=True))
 
@@ -140,11 +147,17 @@ def _column_span(out: Console, column: Column) -> tuple[int, int]:
     return (hi, hi) if column.no_wrap else (lo, hi)
 
 
-def _fit(spans: list[tuple[int, int]], room: int) -> list[int]:
-    """Column widths within ``room`` where they fit: each column gets its narrowest, then the
-    room left goes one character at a time to the column that lacks most of its widest."""
+def _fit(spans: list[tuple[int, int]], room: int, first: Collection[int] = ()) -> list[int]:
+    """Column widths within ``room`` where they fit: each column gets its narrowest; the room
+    left goes first to the ``first`` columns (names: whole where they fit in half the room, so
+    that a short name never breaks for a long verdict, nor a long name squeezes the verdict
+    into a word a line), then one character at a time to the column that lacks most of its widest."""
     widths = [lo for lo, _ in spans]
     spare = room - sum(widths)
+    for index in first:
+        grow = max(0, min(spare, min(spans[index][1], room // 2) - widths[index]))
+        widths[index] += grow
+        spare -= grow
     while spare > 0:
         lacking = [(hi - width, index) for index, (width, (_, hi)) in enumerate(zip(widths, spans, strict=True))]
         lack, index = max(lacking)
@@ -153,3 +166,26 @@ def _fit(spans: list[tuple[int, int]], room: int) -> list[int]:
         widths[index] += 1
         spare -= 1
     return widths
+
+
+class NameCell:
+    """A name in a table cell that breaks only after an underscore, never inside a part:
+    ``75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded____dilated__``
+    is two lines of whole parts at 80 columns, where kept whole it made the table 146 wide.
+    Its column is a text column (not ``whole``): its narrowest is its longest part."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.parts: list[str] = re.findall(r"[^_]*_+|[^_]+", name) or [""]
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(max(cell_len(part) for part in self.parts), cell_len(self.name))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        lines = [""]
+        for part in self.parts:
+            if lines[-1] and cell_len(lines[-1] + part) > options.max_width:
+                lines.append("")
+            lines[-1] += part
+        yield Text("\n".join(lines))
+

@@ -14,6 +14,7 @@ from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import (
     SuiteRow,
     discover_suite,
+    fast_line,
     find_candidate,
     in_suite_order,
     load_failure,
@@ -246,11 +247,30 @@ def test_rejected_fast_rows_do_not_count_and_missing_stay_in_denominator():
 
 
 def test_no_timings_summary():
+    """With nothing timed, fast_p for p > 0 is unmeasured (None, "n/a" wherever it is printed),
+    never 0.00, which reads as slow; fast_0 is the correctness rate, measured without a GPU."""
     rows = [timed_row("a", None), timed_row("b", None, correct=False)]
     summary = summarize(rows)
-    assert summary.fast_p_vs_eager == {"0": 0.5, "1": 0.0, "1.5": 0.0, "2": 0.0}
+    assert summary.fast_p_vs_eager == {"0": 0.5, "1": None, "1.5": None, "2": None}
     assert summary.geomean_speedup_vs_eager is None and summary.timed == 0
     assert summarize([]).fast_p_vs_eager["0"] == 0.0
+    figures = "fast_0 0.50, fast_1 n/a, fast_1.5 n/a, fast_2 n/a (n/a: nothing timed)"
+    assert fast_line("fast_p vs eager", summary.fast_p_vs_eager) == f"fast_p vs eager: {figures}"
+    assert f"fast_p vs torch.compile: {figures}" in render_markdown(rows, summary, "kgen bench", "2026-01-01")
+
+
+@pytest.mark.parametrize("verdicts, selected, code", [
+    ({"a": "passed", "b": "missing"}, {"a"}, 0),  # `kgen solve --only a`: b was not asked for
+    ({"a": "passed", "b": "missing"}, {"b"}, 1),
+    ({"a": "passed", "b": "missing"}, None, 1),  # no selection: every problem is selected
+    ({"a": "passed"}, set(), 1),  # an empty selection verified nothing
+])
+def test_the_selected_problems_decide_the_exit_code(verdicts, selected, code):
+    """`kgen solve --only` exited 1 with every selected problem verified ("2 of 100 correct")."""
+    rows = [SuiteRow(problem=name, verdict=verdict) for name, verdict in verdicts.items()]
+    summary = summarize(rows, selected=selected)
+    assert summary.exit_code == code
+    assert (summary.problems, summary.correct) == (len(rows), sum(v == "passed" for v in verdicts.values()))
 
 
 # --------------------------------------------------------------------------- outputs
