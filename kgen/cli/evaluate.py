@@ -5,9 +5,12 @@ Their flags come from the option table (``kgen.core.evaluation_flags``: ``EVAL_F
 ``BENCH_FLAGS``); each command receives them in ``**options``, named as ``EvalOptions``
 names its fields.
 
-`kgen bench` exits as `kgen solve` does (``SuiteSummary.exit_code``): 0 when every problem of the
-suite has a verified kernel, 1 when any has not (a missing candidate or an unreadable problem
-file included), 2 for bad usage.
+`kgen bench` exits as `kgen solve` does (``SuiteSummary.exit_code``): the selected problems
+decide, 0 when every one has a verified kernel, 1 when any has not (a missing candidate or an
+unreadable problem file included), 2 for bad usage. With ``--candidates DIR`` every problem of
+the suite is selected; over the shipped kernels (the default) a problem with no shipped kernel
+is a row of the table ("missing (no shipped kernel)"), not run and left out of the selection,
+said in one line: a fresh install's `kgen bench` does not fail for kernels kgen never shipped.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kgen.cli.suite_display import print_suite_result
 from kgen.cli.terminal import console, err_console, fail_usage
 from kgen.core.evaluation_flags import BENCH_FLAGS, EVAL_FLAGS
 from kgen.core.option_table import option
+from kgen.core.text import counted
 from kgen.errors import KgenUsageError
 from kgen.evals.bundle import bundle_for_files, write_bundle
 from kgen.evals.executors.jobs import EvalJob
@@ -37,6 +41,7 @@ from kgen.evals.problem.format import ProblemInfo
 from kgen.evals.problem.policies import parse_precision, parse_torch_ops
 from kgen.evals.result import EvalResult
 from kgen.evals.suites.suite import (
+    SuiteRow,
     find_candidate,
     in_suite_order,
     is_other_module,
@@ -50,6 +55,8 @@ from kgen.evals.suites.suite import (
 )
 from kgen.knowledge_base import SEED_KERNELS_DIR
 
+#: the reason of a problem `kgen bench` has no shipped kernel for (a row, not run, not selected)
+NO_SHIPPED_KERNEL = "no shipped kernel"
 #: where a candidate may run, as the option table declares it
 DEVICES: tuple[str, ...] = get_args(option("device").annotation)
 
@@ -132,6 +139,7 @@ def bench_command(
         info = backend_info(options["backend"])
     except KgenUsageError as exc:
         fail_usage(exc.message)
+    shipped = options["candidates"] is None  # the shipped kernels: a problem without one is not selected
     candidates = options["candidates"] or SEED_KERNELS_DIR / info.name
     if not candidates.is_dir():
         fail_usage(f"candidates folder not found: {candidates}")
@@ -189,6 +197,7 @@ def bench_command(
     for row in unreadable:
         err_console.print(f"{escape(row.reason)} (counted as not correct)", highlight=False, soft_wrap=True)
     rows = list(unreadable)
+    unshipped: list[str] = []
     todo: list[tuple[ProblemInfo, Path]] = []
     for info in infos:
         failure = load_failure(info)
@@ -197,6 +206,9 @@ def bench_command(
             rows.append(unreadable_row(info.name, failure))
         elif (candidate := find_candidate(info, candidates)) is not None:
             todo.append((info, candidate))
+        elif shipped:
+            unshipped.append(info.name)
+            rows.append(SuiteRow(problem=info.name, verdict="missing", reason=NO_SHIPPED_KERNEL))
         else:
             rows.append(_bench_row(None, info, None))
 
@@ -221,18 +233,23 @@ def bench_command(
     except KgenUsageError as exc:
         fail_usage(exc.message)
     rows = in_suite_order(rows)
-    summary = summarize(rows)
+    summary = summarize(rows, selected={row.problem for row in rows} - set(unshipped))
     paths = write_suite_outputs(rows, summary, out, command=command.strip(), date=datetime.date.today().isoformat())
-    print_suite_result(rows, summary, paths.get("md"), markdown=options["markdown"])
-    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
+    markdown = options["markdown"]
+    print_suite_result(rows, summary, paths.get("md"), markdown=markdown)
+    said = err_console if markdown else console  # with --markdown, stdout is the markdown table alone
+    if unshipped:
+        said.print(f"{counted(len(unshipped), 'problem')} without a shipped kernel: not run, left out of the exit "
+                   "code (--candidates DIR benches your own)", highlight=False)
+    said.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
     raise typer.Exit(summary.exit_code)
 
 
-def _bench_row(result: EvalResult | None, info: ProblemInfo, candidate: Path | None):
-    """A problem's row, printed as it is known."""
+def _bench_row(result: EvalResult | None, info: ProblemInfo, candidate: Path | None) -> SuiteRow:
+    """A problem's row, said on stderr as it is known (the progress; the table follows)."""
     row = row_from_result(result, info, candidate)
-    console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason if row.verdict != 'passed' else ''}"),
-                  highlight=False, soft_wrap=True)
+    err_console.print(escape(f"{info.name:34s} {row.verdict:9s} {row.reason if row.verdict != 'passed' else ''}"),
+                      highlight=False, soft_wrap=True)
     return row
 
 
