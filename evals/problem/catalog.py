@@ -56,7 +56,8 @@ def close_names(typed: str, names: Iterable[str], limit: int = 3) -> list[str]:
 
     Folded as ``normalise_name`` folds them, a name that is the typed text comes first, then
     names that begin with it (``36_RMSNorm`` and ``36`` mean ``36_RMSNorm_``), then names that
-    contain it, then close spellings (difflib ratio >= ``CLOSE_RATIO``). A name that shares no
+    contain it; only where none does, close spellings (difflib ratio >= ``CLOSE_RATIO``: a typo),
+    so that a look-alike (``35_GroupNorm_``) never follows the name meant. A name that shares no
     real part of the spelling is never suggested: listing whatever comes first, or the least
     unlike of unrelated names, reads as if kgen knew better.
     """
@@ -72,9 +73,10 @@ def close_names(typed: str, names: Iterable[str], limit: int = 3) -> list[str]:
         take(name for name, text in folded.items() if text.startswith(key))
     if len(key) >= SHORTEST_PART:
         take(name for name, text in folded.items() if key in text)
-    alike = sorted(((difflib.SequenceMatcher(None, key, text).ratio(), name) for name, text in folded.items()),
-                   key=lambda pair: -pair[0])
-    take(name for ratio, name in alike if ratio >= CLOSE_RATIO)
+    if not found:
+        alike = sorted(((difflib.SequenceMatcher(None, key, text).ratio(), name) for name, text in folded.items()),
+                       key=lambda pair: -pair[0])
+        take(name for ratio, name in alike if ratio >= CLOSE_RATIO)
     return found[:limit]
 
 

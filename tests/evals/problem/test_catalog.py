@@ -110,8 +110,8 @@ def test_the_catalog_pairs_a_forward_with_its_backward(forward, backward):
     assert [(g.shape, g.dtype) for g in grads] == [(t.shape, t.dtype) for t in floats]
 
 
-KERNELBENCH_NAMES = ["19_ReLU", "20_LeakyReLU", "23_Softmax", "36_RMSNorm_", "37_FrobeniusNorm_", "38_L1Norm_",
-                     "1_Square_matrix_multiplication_", "2_Standard_matrix_multiplication_"]
+KERNELBENCH_NAMES = ["19_ReLU", "20_LeakyReLU", "23_Softmax", "35_GroupNorm_", "36_RMSNorm_", "37_FrobeniusNorm_",
+                     "38_L1Norm_", "1_Square_matrix_multiplication_", "2_Standard_matrix_multiplication_"]
 
 
 @pytest.mark.parametrize(
@@ -123,6 +123,11 @@ KERNELBENCH_NAMES = ["19_ReLU", "20_LeakyReLU", "23_Softmax", "36_RMSNorm_", "37
 )
 def test_a_mistyped_name_suggests_the_close_one_first(typed, first):
     assert close_names(typed, KERNELBENCH_NAMES)[0] == first
+
+
+def test_a_name_that_is_part_of_another_suggests_no_mere_look_alike():
+    """`--only 36_RMSNorm` also offered 35_GroupNorm_ (alike in spelling, another operation)."""
+    assert close_names("36_RMSNorm", KERNELBENCH_NAMES) == ["36_RMSNorm_"]
 
 
 def test_a_name_like_no_other_suggests_nothing():
