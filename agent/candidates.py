@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from kgen.core.units import byte_size
 from kgen.knowledge_base.schema import KernelEntry, Provenance, Timing
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def kernel_lines(reports: Iterable[KernelReport]) -> list[str]:
         parts = [
             f"{r.registers} registers/thread" if r.registers is not None else None,
             f"{r.spills} spills" if r.spills is not None else None,
-            f"{r.shared_bytes / 1024:.1f} KB shared memory" if r.shared_bytes is not None else None,
+            f"{byte_size(r.shared_bytes)} shared memory" if r.shared_bytes is not None else None,
             f"{r.num_warps} warps" if r.num_warps is not None else None,
             f"{r.num_stages} stages" if r.num_stages is not None else None,
         ]

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from kgen.cli.terminal import new_table, print_table
+from kgen.core.units import byte_size
 from kgen.evals.result import EvalResult
 from kgen.evals.verdict import InconclusiveCause, StageStatus
 
@@ -87,7 +88,7 @@ def print_eval_result(result: EvalResult, console: Console) -> None:
         for k in result.kernels:
             kernels.add_row(
                 k.target, k.kernel, _opt(k.registers), _opt(k.spills),
-                "-" if k.shared_bytes is None else f"{k.shared_bytes} B", _opt(k.num_warps),
+                "-" if k.shared_bytes is None else byte_size(k.shared_bytes), _opt(k.num_warps),
                 _opt(k.num_stages), "[green]yes[/]" if k.ok else f"[red]no[/] {escape(k.error or '')}",
             )
         print_table(kernels, console)

@@ -16,6 +16,7 @@ from kgen.backends.registry import known_backends
 from kgen.cli.terminal import console, err_console, fail_usage, new_table, print_code, print_table
 from kgen.core.settings import load_settings
 from kgen.core.text import counted
+from kgen.core.units import error_figure
 from kgen.errors import KgenUsageError
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def kb_show(
         f"verified on {ev.device}: {ev.trials} trials, seeds {ev.seeds}, "
         f"{counted(len(ev.shapes), 'shape set')}, distributions {', '.join(ev.distributions) or '-'}",
         f"checks passed: {', '.join(ev.checks_passed)}; training check: {ev.train_check}; "
-        f"worst rel-L2 error {ev.max_rel_l2_error if ev.max_rel_l2_error is not None else '-'}",
+        f"worst rel-L2 error {error_figure(ev.max_rel_l2_error)}",
         f"timing: {_ms(t.time_ms)} ms (eager {_ms(t.eager_ms)}, torch.compile {_ms(t.compile_ms)}), "
         f"{_ratio(t.speedup_vs_eager)} vs eager, {_ratio(t.speedup_vs_compile)} vs compile, "
         f"%SOL {'-' if t.pct_of_sol is None else f'{t.pct_of_sol:.0f}'} on {t.device_name or '-'}",

@@ -202,3 +202,11 @@ def test_list_fits_80_columns_and_its_short_ids_open_the_kernel(tmp_path):
     assert len(ids) == _shipped_seed_count() and {len(i) for i in ids} == {12}
     shown = json.loads(kgen(tmp_path, "kb", "show", ids[0], "--json").stdout)
     assert shown["id"].startswith(ids[0]) and len(shown["id"]) == 18
+
+
+def test_show_prints_the_worst_error_as_a_figure(tmp_path):
+    """`kgen kb show` printed the error as Python's repr (9.727336300110218e-08)."""
+    listed = kgen(tmp_path, "kb", "list", "--problem", "softmax", "--backend", "triton")
+    kernel_id = next(w for w in listed.stdout.split() if w.startswith("k-"))
+    shown = kgen(tmp_path, "kb", "show", kernel_id, "--no-source")
+    assert "worst rel-L2 error 9.73e-08" in shown.stdout and "9.727336300110218e-08" not in shown.stdout
