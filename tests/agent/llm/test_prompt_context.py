@@ -253,7 +253,7 @@ def test_measurements_from_a_gpu_result_carry_times_speedups_and_sol():
     assert m.pct_sol == pytest.approx(m.floor_ms / 0.2 * 100)
     assert m.achieved_tbs == pytest.approx(load_problem(PROBLEM.path).bytes_moved() / 0.2e-3 / 1e12)
     assert m.kernels[0] == (
-        "_rmsnorm_bwd_rows on h100: 64 registers/thread, 0 spills, 4.0 KB shared memory, 16 warps, 3 stages"
+        "_rmsnorm_bwd_rows on h100: 64 registers/thread, 0 spills, 4 KB shared memory, 16 warps, 3 stages"
     )
 
 
