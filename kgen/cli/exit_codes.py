@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-#: a verified kernel for every target (every problem of a suite); `kgen eval`: the candidate passed
+#: a verified kernel for every target (every selected problem of a suite); `kgen eval`: the candidate passed
 SUCCESS = 0
-#: some target (problem) without a verified kernel; `kgen eval`: the candidate was rejected
+#: some target (selected problem) without a verified kernel; `kgen eval`: the candidate was rejected
 NOT_VERIFIED = 1
 #: bad usage: an unknown problem, target or run, a missing file, an invalid option, a key or
 #: server that cannot be used (a ``kgen.errors.KgenUsageError``)
@@ -21,8 +21,8 @@ INTERRUPTED = 130
 
 #: code -> what it means, in the order `kgen --help` lists them
 EXIT_CODES: dict[int, str] = {
-    SUCCESS: "success (a verified kernel for every target or problem; eval: the candidate passed)",
-    NOT_VERIFIED: "no verified kernel for some target or problem (eval: the candidate was rejected)",
+    SUCCESS: "success (a verified kernel for every target or selected problem; eval: the candidate passed)",
+    NOT_VERIFIED: "no verified kernel for some target or selected problem (eval: the candidate was rejected)",
     BAD_USAGE: "bad usage (request, problem, target, file, option, key or server)",
     NO_MODEL_CODE_OR_INCONCLUSIVE: "run: a verified kernel, but no model produced code; eval: inconclusive",
     INTERRUPTED: "interrupted (it says how to continue)",
