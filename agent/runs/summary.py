@@ -282,6 +282,10 @@ def busy_line(spent: EvaluationTime) -> str:
     share and the candidates per GPU-minute when several GPUs worked."""
     if spent.gpu_busy_fraction is None or spent.evaluation_wall_s is None:
         return "GPU busy: no evaluation recorded a timeline"
+    if spent.candidates_per_gpu_minute is None and not spent.gpu_busy_fraction:
+        # no evaluation ran on a GPU: "GPU busy 0%" read as an idle GPU, on a machine without one
+        return (f"evaluations ran on the CPU for {spent.evaluation_wall_s:.1f} s from the first one's start to "
+                "the last one's end (no GPU to keep busy)")
     line = (f"GPU busy {100 * spent.gpu_busy_fraction:.0f}% of the {spent.evaluation_wall_s:.1f} s from the "
             "first evaluation's start to the last one's end")
     if spent.candidates_per_gpu_minute is not None:

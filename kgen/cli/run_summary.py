@@ -28,8 +28,9 @@ from kgen.evals.timeline import OTHER
 #: the run table's columns; all but the evidence are names and figures, never wrapped
 _RUN_COLUMNS = ("target", "kernel", "ms", "vs eager", "vs compile", "%SOL", "verified")
 
-#: a phase that took less than this (it prints as 0.00 s) goes into the table's "more phases" row
-SHOWN_PHASE_S = 0.005
+#: a phase under this share of the evaluations' seconds (it prints as 0%) goes into the table's
+#: "more phases" row: the table says where the time went, not every step that took none
+SHOWN_PHASE_SHARE = 0.01
 
 
 def render_summary(summary: RunSummary, console: Console) -> None:
@@ -90,11 +91,12 @@ def render_summary(summary: RunSummary, console: Console) -> None:
 
 
 def shown_phases(phase_seconds: dict[str, float]) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-    """The top-level phases the table shows (those that took time, longest first, kgen's
-    unattributed remainder last) and the rest, which took less than ``SHOWN_PHASE_S`` each: a
-    CPU run listed 18 phases, 11 of them at 0.00 s."""
+    """The top-level phases the table shows (those with a share of the time, longest first,
+    kgen's unattributed remainder last) and the rest, each under ``SHOWN_PHASE_SHARE`` of the
+    total: a CPU run listed 18 phases, 11 of them at 0.00 s and 6 more at 0%."""
     phases = sorted(top_level_phases(phase_seconds).items(), key=lambda item: (item[0] == OTHER, -item[1]))
-    return ([p for p in phases if p[1] >= SHOWN_PHASE_S], [p for p in phases if p[1] < SHOWN_PHASE_S])
+    least = SHOWN_PHASE_SHARE * sum(seconds for _, seconds in phases)
+    return [p for p in phases if p[1] >= least], [p for p in phases if p[1] < least]
 
 
 def render_evaluation_time(summary: RunSummary, console: Console) -> None:

@@ -58,3 +58,14 @@ def test_the_runs_evaluation_time_sums_phases_and_takes_the_union_of_gpu_spans()
     assert spent.evaluation_wall_s == 20.0  # 0 .. 20
     assert spent.gpu_busy_fraction == pytest.approx((5.0 + 4.0) / 20.0)  # [1, 6] and [16, 20]
     assert evaluation_time([old]) == EvaluationTime()
+
+
+def test_a_cpu_run_is_not_told_its_gpu_was_idle():
+    """A run on a machine without a GPU printed "GPU busy 0% of the 68.5 s": an idle GPU that is not there."""
+    spans = [Span(name="open_context", start=0.0, seconds=1.0), Span(name="correctness", start=1.0, seconds=4.0)]
+    result = EvalResult(problem="softmax", problem_path="p.py", candidate="c.py", backend="triton", device="cpu",
+                        verdict="passed", timeline=Timeline(spans=spans))
+    line = busy_line(evaluation_time([result]))
+    assert line == ("evaluations ran on the CPU for 5.0 s from the first one's start to the last one's end "
+                    "(no GPU to keep busy)")
+    assert "GPU busy" not in line

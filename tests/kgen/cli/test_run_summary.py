@@ -163,7 +163,7 @@ CPU_RUN_PHASES = {
 
 
 def test_phases_that_took_no_time_are_one_row_and_the_tables_fit_80_columns():
-    """A CPU run's table had 18 rows, 11 of them 0.00, under a title wrapped to the table's width."""
+    """A CPU run's table had 18 rows, 11 of them 0.00 and 6 more 0%, under a title wrapped to the table's width."""
     run = summary(device="cpu", best={"h100": untimed_winner()}, notes=[NO_GPU_NOTE], phase_seconds=CPU_RUN_PHASES,
                   gpu_busy_fraction=0.0, evaluation_wall_s=239.9)
     text = render(run, width=80)
@@ -171,9 +171,8 @@ def test_phases_that_took_no_time_are_one_row_and_the_tables_fit_80_columns():
     assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
     assert "evaluation time by phase (all evaluations)" in lines  # the heading whole, on one line
     shown = [cells(line) for line in lines if line.split() and line.split()[0] in CPU_RUN_PHASES]
-    assert [c[0] for c in shown] == ["correctness", "compile", "open_context", "size_plan", "cold_start", "load",
-                                     "static", "exit", "read_report", "request", "take_spare", "startup"]
-    assert all(c[1] != "0.00" for c in shown)
-    rest = cells(row(text, "6 more phases"))  # setup, report, spare_handover, train_check, timing, other
-    assert rest[1:] == ["0.01", "0%"], rest
+    assert [c[0] for c in shown] == ["correctness", "compile", "open_context", "size_plan"]  # each >= 1%
+    assert all(c[2] != "0%" for c in shown)
+    rest = cells(row(text, "14 more phases"))  # cold_start 1.61 s ... timing 0: each under 1% of 239.9 s
+    assert rest[1:] == ["3.41", "1%"], rest
     assert f"kgen run {RUN_ID}: rmsnorm_backward (triton)" in lines
