@@ -97,9 +97,9 @@ def verify_waiting(out: Path, device: str, timeout_s: float) -> dict[str, Any]:
         shutil.copy(path, folder / f"{problem}.py")
         started = time.perf_counter()
         result = evaluate(problem, folder / f"{problem}.py", EvalOptions(device=device, timeout_s=timeout_s))
-        (folder / "eval.json").write_text(result.model_dump_json(indent=1))
+        (folder / "eval.json").write_text(result.model_dump_json(indent=2))
         # the name scripts/seed_evidence.py --runs reads, so a verdict here can ship the seed
-        (out / "verified" / f"eval_{problem}.json").write_text(result.model_dump_json(indent=1))
+        (out / "verified" / f"eval_{problem}.json").write_text(result.model_dump_json(indent=2))
         rows[problem] = {"verdict": result.outcome, "reason": result.reason[:300],
                          "seconds": time.perf_counter() - started}
         print(f"[deliver] verified {problem}: {result.outcome} in {rows[problem]['seconds']:.0f} s", flush=True)
