@@ -165,8 +165,14 @@ def entry_from_result(
     )
 
 
-def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: bool = True) -> WriteOutcome:
-    """Apply the write-back policy for one verified kernel (see the module docstring)."""
+def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: bool = True,
+                  starting_point: bool = False) -> WriteOutcome:
+    """Apply the write-back policy for one verified kernel (see the module docstring).
+
+    ``starting_point``: the kernel is placed on purpose as the only kernel of its slot in a
+    knowledge base made for one search (a de-tuned seed that a search must start from, a test's
+    fixture), so it is stored untimed where its slot is empty; a run's write-back never passes it,
+    and ``prune`` removes such a kernel as any other unmeasured one."""
     if entry.evidence.verdict != "passed":
         raise NotVerifiedError(f"{entry.id}: only verified kernels are stored")
     with kb.write_lock():
@@ -184,7 +190,7 @@ def record_kernel(kb: KnowledgeBase, entry: KernelEntry, *, generation_best: boo
                 return WriteOutcome(id=same.id, action="duplicate",
                                     reason="same code already stored; its evidence bundle added")
             return WriteOutcome(id=same.id, action="duplicate", reason="same code already stored")
-        if (why := unmeasured_reason(entry)) is not None:
+        if (why := unmeasured_reason(entry)) is not None and not (starting_point and not slot):
             return WriteOutcome(id=entry.id, action="not_measured", reason=why)
         best = next((e for e in slot if e.role == "best"), None)
         if best is None or faster_on(entry.timing, best.timing, target):

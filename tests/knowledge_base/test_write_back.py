@@ -88,6 +88,16 @@ def test_a_kernel_verified_on_the_cpu_only_is_not_written_and_says_why(kb):
     assert [e.timing.time_ms for e in kb.kernels()] == [5.0]
 
 
+def test_an_untimed_starting_point_fills_only_an_empty_slot_of_a_search_s_own_store(kb):
+    """A de-tuned seed a search must start from is placed on purpose, untimed; it never joins a
+    slot that holds a kernel, and prune removes it as any unmeasured kernel."""
+    placed = record_kernel(kb, make_entry(1, time_ms=None), starting_point=True)
+    assert placed.action == "added_best" and kb.kernel_count() == 1
+    assert record_kernel(kb, make_entry(2, time_ms=None), starting_point=True).action == "not_measured"
+    assert kb.kernel_count() == 1
+    assert prune(kb).unmeasured == [placed.id] and kb.kernel_count() == 0
+
+
 def test_remeasured_duplicate_improves_timing_and_can_take_the_slot(kb):
     a, b = make_entry(1, time_ms=2.0), make_entry(2, time_ms=1.5)
     record_kernel(kb, a)

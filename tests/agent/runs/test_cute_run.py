@@ -40,7 +40,7 @@ def _kb_with_a_cute_softcap(location: Path) -> None:
         evidence=VerificationSummary(device="cuda", checks_passed=["static", "load", "correctness", "compile"],
                                      compiled_for=["h100"]),
         provenance=Provenance(model="test-fixture"), code_hash=code_hash,
-    ))
+    ), starting_point=True)  # compiled, never timed: the search's only starting point
 
 
 @pytest.mark.slow
