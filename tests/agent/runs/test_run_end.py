@@ -83,7 +83,7 @@ def test_kgen_runs_offers_resume_only_where_it_helps(tmp_path, home):
     listed = subprocess.run([sys.executable, "-m", "kgen.cli", "runs"], capture_output=True, text=True,
                             env=env, timeout=120)
     assert listed.returncode == 0, listed.stderr
-    lines = {line.split()[1]: line for line in listed.stdout.splitlines() if "20260101-" in line}
+    lines = {word: line for line in listed.stdout.splitlines() for word in line.split() if word.startswith("20260101-")}
     assert "interrupted: kgen resume 20260101-000000-aaaaaa" in lines["20260101-000000-aaaaaa"]
     assert "failed: cannot reach" in lines["20260101-000001-bbbbbb"]
     assert "run the request again" in lines["20260101-000001-bbbbbb"]

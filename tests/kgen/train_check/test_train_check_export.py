@@ -4,6 +4,7 @@ a usage error before any training."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,4 +77,6 @@ def test_a_kernel_changed_after_export_is_refused_before_training(tmp_path: Path
                            "--device", "cpu"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout[-1500:] + done.stderr[-1500:]
     assert "--export" in done.stderr and "swiglu" in done.stderr and "changed" in done.stderr.lower(), done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    # one line of error, after the progress lines (elapsed seconds first), no traceback
+    *progress, error = done.stderr.strip().splitlines()
+    assert error.startswith("error: ") and all(re.match(r"\s*\d+\.\ds ", line) for line in progress), done.stderr
