@@ -9,7 +9,9 @@ defaults to the GPU's word for a backend whose kernels run on the CPU (Triton, t
 interpreter), and to "compiled, not run" for one whose kernels cannot (CuTe DSL): on the
 CPU such a candidate is judged only by what needs no kernel to run (the static rules, its
 forward's watched call with the launches switched off, the compile), so a fixture names
-the class there only when those judge it.
+the class there only when those judge it. Either word may be several, joined by ``|``, where
+the fault shows in more than one check and which one sees it first depends on the inputs drawn
+(``Case.accepts``).
 
 The backend is the fixture's folder: ``tests/fixtures/candidates/*.py`` are Triton,
 ``tests/fixtures/candidates/cute/*.py`` CuTe DSL. Every shipped seed kernel is a control
@@ -52,6 +54,10 @@ class Case:
     @property
     def is_control(self) -> bool:
         return self.expect == "passed"
+
+    def accepts(self, device: str, outcome: str) -> bool:
+        """Whether ``outcome`` is one the case may have on ``device`` (``expect_on``'s words)."""
+        return outcome in self.expect_on(device).split("|")
 
     def expect_on(self, device: str) -> str:
         """The outcome the case must have on ``device`` ("cpu" or "cuda")."""
