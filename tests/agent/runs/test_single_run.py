@@ -9,10 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from cli_process import stderr_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals")]
 
@@ -32,16 +32,7 @@ def test_a_run_stopped_in_its_evaluation_resumes_to_the_end_from_its_checkpoint(
                "--out", str(out)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_env(home), cwd=tmp_path)
-    lines: list[str] = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not any("evaluating" in line for line in lines):
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-    if not any("evaluating" in line for line in lines):
-        proc.kill()
-        pytest.fail("the run never reached an evaluation:\n" + "".join(lines))
+    lines = stderr_until(proc, "evaluating", 240)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(lines) + err

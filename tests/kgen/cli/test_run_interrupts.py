@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_process import stderr_until
 
 from kgen.agent.run_directory import LOCK_FILE, RunLock
 from kgen.evals.sandbox.lifecycle import start_ticks
@@ -47,18 +48,9 @@ def _start_run(home: Path, out: Path) -> tuple[subprocess.Popen, list[str]]:
     proc = subprocess.Popen([sys.executable, "-m", "kgen.cli", "Triton softmax for H100", "--device", "cpu",
                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_env(home), cwd=home.parent)
-    lines: list[str] = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "evaluating" in line:
-            time.sleep(2.0)  # into the verification
-            return proc, lines
-    proc.kill()
-    pytest.fail("the run never reached an evaluation:\n" + "".join(lines))
+    lines = stderr_until(proc, "evaluating", 240)
+    time.sleep(2.0)  # into the verification
+    return proc, lines
 
 
 # How a shell sees each stop: 130 after Ctrl-C, 143 after SIGTERM. (A Ctrl-C whose KeyboardInterrupt

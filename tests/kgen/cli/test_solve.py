@@ -12,10 +12,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from cli_process import stderr_until
 from llm_server import Reply, ScriptedLLMServer
 from scripted_run import OPENAI_KEY, fenced
 
@@ -143,17 +143,7 @@ def test_ctrl_c_says_the_whole_command_that_continues_on_one_line(tmp_path, home
             "--kb", str(tmp_path / "kb")]
     proc = subprocess.Popen([sys.executable, "-m", "kgen.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "80"})
-    lines: list[str] = []
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "evaluating" in line:
-            break
-    else:
-        proc.kill()
+    lines = stderr_until(proc, "evaluating", 300)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(lines) + err
