@@ -38,6 +38,7 @@ of the package traces: what `kgen export` asks before it writes the registration
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -308,10 +309,15 @@ class Kernel:
             self._check_like_reference(out, inputs, init)
         return _fresh(out, inputs)
 
+    @functools.cached_property
+    def _runs_here(self) -> bool:
+        """Asked once: a process does not gain or lose its GPU, and every eager call checks."""
+        return self.interpreted or torch.cuda.is_available()
+
     def check_device(self) -> None:
         """``NoGpuError`` when this kernel cannot run here: no CUDA GPU (torch sees none) and its
         kernels are not the interpreter's; the message says what works without one."""
-        if self.interpreted or torch.cuda.is_available():
+        if self._runs_here:
             return
         if self.entry.get("backend") == "triton":
             instead = (f"set TRITON_INTERPRET=1 before importing {self.package} to run its Triton kernels in "
